@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What every daemon does the same way: logging set-up, an sd-event loop that exits cleanly on
+ * SIGTERM/SIGINT, the bus connection (system bus, or $DBUS_SYSTEM_BUS_ADDRESS as set by
+ * `ebpf-profiler run`), publishing one object under a well-known name, sd_notify READY/STATUS
+ * and the watchdog, and watching peers so a daemon re-connects when another comes back. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "macro.h"
+
+typedef struct EpDaemon {
+        const char *ident;
+        sd_event *event;
+        sd_bus *bus;
+        sd_bus_slot *object_slot;
+        const char *object_path;
+        const char *interface;
+} EpDaemon;
+
+int ep_daemon_setup(EpDaemon *d, const char *ident);
+/* Exports vtable at path/interface and requests bus_name. */
+int ep_daemon_publish(EpDaemon *d, const char *bus_name, const char *path, const char *interface,
+                      const sd_bus_vtable *vtable, void *userdata);
+/* Tells the service manager we are ready, then runs the loop until exit. Returns the exit code. */
+int ep_daemon_run(EpDaemon *d);
+void ep_daemon_done(EpDaemon *d);
+void ep_daemon_status(EpDaemon *d, const char *format, ...) _printf_(2, 3);
+/* Emits PropertiesChanged for the NULL-terminated list of property names. */
+void ep_daemon_properties_changed(EpDaemon *d, const char *first, ...);
+
+/* Peer tracking. handler(present=true) is called when the peer's name has an owner (at start
+ * if it already has one); if it returns < 0 it is called again after 1 s while the peer is
+ * still there. handler(present=false) when the owner goes away. */
+typedef struct EpPeerWatch EpPeerWatch;
+typedef int (*ep_peer_handler_t)(EpPeerWatch *w, bool present, void *userdata);
+int ep_peer_watch(EpDaemon *d, const char *bus_name, ep_peer_handler_t handler, void *userdata,
+                  EpPeerWatch **ret);
+/* Asks for handler(present=true) to run again soon (after a data-plane failure, say). */
+void ep_peer_watch_retry(EpPeerWatch *w);
+bool ep_peer_watch_present(const EpPeerWatch *w);
+EpPeerWatch *ep_peer_watch_free(EpPeerWatch *w);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EpPeerWatch *, ep_peer_watch_free);
+
+/* Parses "20", "1.5s", "500ms", "2min" into nanoseconds. */
+int ep_parse_duration(const char *s, uint64_t *ret_ns);
+int ep_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
+uint64_t ep_now_ns(int clock);

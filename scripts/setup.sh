@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs what ebpf-profiler needs to build, run and test on Debian 12, then builds it.
+# Idempotent; apt only. Usage: scripts/setup.sh [--no-build] [--test-deps]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=1 test_deps=0
+for arg in "$@"; do
+        case "$arg" in
+        --no-build) build=0 ;;
+        --test-deps) test_deps=1 ;;
+        *) echo "setup.sh: unknown option '$arg' (known: --no-build --test-deps)" >&2; exit 2 ;;
+        esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+        echo "setup.sh: run as root (it installs packages with apt-get)" >&2
+        exit 1
+fi
+
+build_pkgs=(
+        build-essential clang llvm meson ninja-build pkg-config
+        libbpf-dev bpftool libelf-dev libdw-dev libsystemd-dev
+        libprotobuf-c-dev protobuf-c-compiler libcurl4-openssl-dev
+        libsqlite3-dev zlib1g-dev libzstd-dev libssl-dev dbus
+)
+test_pkgs=(
+        protobuf-compiler python3-protobuf python3-pytest gdb linux-perf
+        libclang-rt-14-dev
+)
+want=("${build_pkgs[@]}")
+[ "$test_deps" = 1 ] && want+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${want[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+        echo "setup.sh: installing ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get -o DPkg::Lock::Timeout=300 update -qq
+        apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The unprivileged daemons run as this static system user (see docs/ARCHITECTURE.md).
+getent passwd ebpf-profiler >/dev/null ||
+        useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ebpf-profiler
+
+if [ "$build" = 1 ]; then
+        [ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
+        ninja -C build
+fi
