@@ -1,1 +1,294 @@
 /* SPDX-License-Identifier: MIT */
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "log.h"
+
+#define PEER_RETRY_USEC (1 * USEC_PER_SEC)
+
+int ep_daemon_setup(EpDaemon *d, const char *ident) {
+        sigset_t mask;
+        int r;
+
+        *d = (EpDaemon) { .ident = ident };
+        log_setup(ident);
+        signal(SIGPIPE, SIG_IGN);
+
+        r = sd_event_default(&d->event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate event loop: %m");
+
+        /* sd-event needs the signals blocked to deliver them through signalfd; a NULL handler
+         * makes the loop exit with code 0. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_error_errno(errno, "Failed to block signals: %m");
+        r = sd_event_add_signal(d->event, NULL, SIGTERM, NULL, NULL);
+        if (r >= 0)
+                r = sd_event_add_signal(d->event, NULL, SIGINT, NULL, NULL);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch termination signals: %m");
+        (void) sd_event_set_watchdog(d->event, true);
+
+        r = sd_bus_open_system(&d->bus);
+        if (r < 0)
+                return log_error_errno(r,
+                                       "Failed to connect to the system bus (%s): %m. Is dbus running? "
+                                       "Without systemd, start the profiler with `ebpf-profiler run`.",
+                                       getenv("DBUS_SYSTEM_BUS_ADDRESS") ?: "/run/dbus/system_bus_socket");
+        r = sd_bus_attach_event(d->bus, d->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0)
+                return log_error_errno(r, "Failed to attach the bus to the event loop: %m");
+        /* Losing the bus ends the daemon; its supervisor restarts it. */
+        r = sd_bus_set_exit_on_disconnect(d->bus, true);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set exit-on-disconnect: %m");
+        return 0;
+}
+
+int ep_daemon_publish(EpDaemon *d, const char *bus_name, const char *path, const char *interface,
+                      const sd_bus_vtable *vtable, void *userdata) {
+        int r;
+
+        r = sd_bus_add_object_vtable(d->bus, &d->object_slot, path, interface, vtable, userdata);
+        if (r < 0)
+                return log_error_errno(r, "Failed to export %s at %s: %m", interface, path);
+        d->object_path = path;
+        d->interface = interface;
+        r = sd_bus_request_name(d->bus, bus_name, 0);
+        if (r < 0)
+                return log_error_errno(r,
+                                       "Failed to acquire bus name %s: %m (another instance running, or "
+                                       "the D-Bus policy org.ebpfprofiler.conf does not allow this user)",
+                                       bus_name);
+        return 0;
+}
+
+int ep_daemon_run(EpDaemon *d) {
+        int r;
+
+        log_struct_id(LOG_INFO, MESSAGE_ID_DAEMON_STARTED, "%s " EP_VERSION_STRING " started", d->ident);
+        (void) sd_notify(false, "READY=1");
+        r = sd_event_loop(d->event);
+        (void) sd_notify(false, "STOPPING=1");
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m");
+        return r;
+}
+
+void ep_daemon_done(EpDaemon *d) {
+        d->object_slot = sd_bus_slot_unref(d->object_slot);
+        if (d->bus) {
+                sd_bus_flush(d->bus);
+                d->bus = sd_bus_flush_close_unref(d->bus);
+        }
+        d->event = sd_event_unref(d->event);
+}
+
+void ep_daemon_status(EpDaemon *d, const char *format, ...) {
+        char buf[512];
+        va_list ap;
+
+        va_start(ap, format);
+        vsnprintf(buf, sizeof buf, format, ap);
+        va_end(ap);
+        (void) sd_notifyf(false, "STATUS=%s", buf);
+}
+
+void ep_daemon_properties_changed(EpDaemon *d, const char *first, ...) {
+        const char *names[64];
+        size_t n = 0;
+        va_list ap;
+
+        if (!d->object_path)
+                return;
+        va_start(ap, first);
+        for (const char *s = first; s && n < ELEMENTSOF(names) - 1; s = va_arg(ap, const char *))
+                names[n++] = s;
+        va_end(ap);
+        names[n] = NULL;
+        (void) sd_bus_emit_properties_changed_strv(d->bus, d->object_path, d->interface, (char **) names);
+}
+
+/* ---- peer tracking ---- */
+
+struct EpPeerWatch {
+        EpDaemon *daemon;
+        char *name;
+        ep_peer_handler_t handler;
+        void *userdata;
+        sd_bus_slot *match_slot, *owner_call_slot;
+        sd_event_source *retry_source;
+        bool present;
+};
+
+static void peer_schedule_retry(EpPeerWatch *w, uint64_t usec);
+
+static void peer_appeared(EpPeerWatch *w) {
+        int r;
+
+        w->present = true;
+        r = w->handler(w, true, w->userdata);
+        if (r < 0) {
+                log_debug_errno(r, "Attaching to %s failed, retrying: %m", w->name);
+                peer_schedule_retry(w, PEER_RETRY_USEC);
+        } else
+                log_struct_id(LOG_INFO, MESSAGE_ID_PEER_CONNECTED, "Attached to %s", w->name);
+}
+
+static void peer_vanished(EpPeerWatch *w) {
+        if (!w->present)
+                return;
+        w->present = false;
+        w->retry_source = sd_event_source_disable_unref(w->retry_source);
+        log_struct_id(LOG_NOTICE, MESSAGE_ID_PEER_LOST, "%s went away; waiting for it to come back", w->name);
+        (void) w->handler(w, false, w->userdata);
+}
+
+static int peer_retry_cb(sd_event_source *s, uint64_t usec, void *userdata) {
+        EpPeerWatch *w = userdata;
+        w->retry_source = sd_event_source_disable_unref(w->retry_source);
+        if (w->present)
+                peer_appeared(w);
+        return 0;
+}
+
+static void peer_schedule_retry(EpPeerWatch *w, uint64_t usec) {
+        if (w->retry_source)
+                return;
+        if (sd_event_add_time_relative(w->daemon->event, &w->retry_source, CLOCK_MONOTONIC, usec, 0,
+                                       peer_retry_cb, w) < 0)
+                log_warning("Cannot schedule a retry for %s", w->name);
+}
+
+static int name_owner_changed_cb(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        EpPeerWatch *w = userdata;
+        const char *name, *old_owner, *new_owner;
+
+        if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !streq(name, w->name))
+                return 0;
+        if (old_owner[0])
+                peer_vanished(w);
+        if (new_owner[0])
+                peer_appeared(w);
+        return 0;
+}
+
+static int get_name_owner_cb(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        EpPeerWatch *w = userdata;
+
+        w->owner_call_slot = sd_bus_slot_unref(w->owner_call_slot);
+        if (!sd_bus_message_is_method_error(m, NULL) && !w->present)
+                peer_appeared(w);
+        return 0;
+}
+
+int ep_peer_watch(EpDaemon *d, const char *bus_name, ep_peer_handler_t handler, void *userdata,
+                  EpPeerWatch **ret) {
+        _cleanup_(ep_peer_watch_freep) EpPeerWatch *w = NULL;
+        _cleanup_free_ char *match = NULL;
+        int r;
+
+        w = calloc(1, sizeof *w);
+        if (!w)
+                return -ENOMEM;
+        *w = (EpPeerWatch) { .daemon = d, .handler = handler, .userdata = userdata };
+        w->name = strdup(bus_name);
+        if (!w->name)
+                return -ENOMEM;
+        if (asprintf(&match,
+                     "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+                     "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='%s'",
+                     bus_name) < 0)
+                return -ENOMEM;
+        /* Install the match before asking for the current owner so no change is missed. */
+        r = sd_bus_add_match(d->bus, &w->match_slot, match, name_owner_changed_cb, w);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch %s: %m", bus_name);
+        r = sd_bus_call_method_async(d->bus, &w->owner_call_slot, "org.freedesktop.DBus",
+                                     "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
+                                     get_name_owner_cb, w, "s", bus_name);
+        if (r < 0)
+                return log_error_errno(r, "Failed to ask for the owner of %s: %m", bus_name);
+        *ret = TAKE_PTR(w);
+        return 0;
+}
+
+void ep_peer_watch_retry(EpPeerWatch *w) {
+        if (w->present)
+                peer_schedule_retry(w, PEER_RETRY_USEC / 10);
+}
+
+bool ep_peer_watch_present(const EpPeerWatch *w) {
+        return w->present;
+}
+
+EpPeerWatch *ep_peer_watch_free(EpPeerWatch *w) {
+        if (!w)
+                return NULL;
+        sd_bus_slot_unref(w->match_slot);
+        sd_bus_slot_unref(w->owner_call_slot);
+        sd_event_source_disable_unref(w->retry_source);
+        free(w->name);
+        free(w);
+        return NULL;
+}
+
+/* ---- parsing ---- */
+
+int ep_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret) {
+        unsigned long long v;
+        char *end;
+
+        if (!s || !*s || *s == '-' || *s == '+')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || *end)
+                return -EINVAL;
+        if (v < min || v > max)
+                return -ERANGE;
+        *ret = v;
+        return 0;
+}
+
+int ep_parse_duration(const char *s, uint64_t *ret_ns) {
+        static const struct {
+                const char *suffix;
+                double ns;
+        } units[] = {
+                { "ns", 1 },        { "us", 1e3 },      { "ms", 1e6 },    { "s", 1e9 },
+                { "sec", 1e9 },     { "m", 60e9 },      { "min", 60e9 },  { "h", 3600e9 },
+                { "d", 86400e9 },   { "", 1e9 }, /* a bare number is seconds */
+        };
+        double v;
+        char *end;
+
+        if (!s || !*s || *s == '-')
+                return -EINVAL;
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno || end == s || !isfinite(v) || v < 0)
+                return -EINVAL;
+        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+                if (streq(end, units[i].suffix)) {
+                        double ns = v * units[i].ns;
+                        if (ns >= 18e18)
+                                return -ERANGE;
+                        *ret_ns = (uint64_t) ns;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+uint64_t ep_now_ns(int clock) {
+        struct timespec ts;
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}

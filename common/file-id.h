@@ -6,6 +6,7 @@
  * u64), first 16 bytes. Cheap (8 KiB read) and stable across paths, containers and rebuilds
  * that do not change content. */
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "wire.h"

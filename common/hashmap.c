@@ -1,1 +1,194 @@
 /* SPDX-License-Identifier: MIT */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+
+/* Linear probing over slots of [u64 hash | key | value]. A stored hash of 0 marks an empty
+ * slot; deletion shifts later members of the probe run back, so there are no tombstones. */
+struct EpHashmap {
+        size_t key_size, value_size, slot_size;
+        size_t capacity; /* power of two, or 0 before the first put */
+        size_t size;
+        uint8_t *slots;
+};
+
+uint64_t ep_hash_bytes(const void *p, size_t n) {
+        /* FNV-1a with a final avalanche (splitmix64): fast and good enough for in-memory tables
+         * whose keys are not chosen by an attacker to collide. */
+        const uint8_t *b = p;
+        uint64_t h = 0xcbf29ce484222325ULL;
+        for (size_t i = 0; i < n; i++) {
+                h ^= b[i];
+                h *= 0x100000001b3ULL;
+        }
+        h ^= h >> 30;
+        h *= 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 27;
+        h *= 0x94d049bb133111ebULL;
+        h ^= h >> 31;
+        return h;
+}
+
+static uint64_t slot_hash(const EpHashmap *h, size_t i) {
+        uint64_t v;
+        memcpy(&v, h->slots + i * h->slot_size, sizeof v);
+        return v;
+}
+
+static uint8_t *slot_key(const EpHashmap *h, size_t i) {
+        return h->slots + i * h->slot_size + sizeof(uint64_t);
+}
+
+static uint8_t *slot_value(const EpHashmap *h, size_t i) {
+        return slot_key(h, i) + h->key_size;
+}
+
+static uint64_t key_hash(const EpHashmap *h, const void *key) {
+        uint64_t v = ep_hash_bytes(key, h->key_size);
+        return v ? v : 1;
+}
+
+EpHashmap *ep_hashmap_new(size_t key_size, size_t value_size) {
+        EpHashmap *h = calloc(1, sizeof *h);
+        if (!h)
+                return NULL;
+        h->key_size = key_size;
+        h->value_size = value_size;
+        h->slot_size = ALIGN8(sizeof(uint64_t) + key_size + value_size);
+        return h;
+}
+
+EpHashmap *ep_hashmap_free(EpHashmap *h) {
+        if (h) {
+                free(h->slots);
+                free(h);
+        }
+        return NULL;
+}
+
+size_t ep_hashmap_size(const EpHashmap *h) {
+        return h->size;
+}
+
+static bool find_slot(const EpHashmap *h, const void *key, uint64_t hash, size_t *ret) {
+        size_t mask = h->capacity - 1, i = hash & mask;
+
+        for (;;) {
+                uint64_t s = slot_hash(h, i);
+                if (s == 0) {
+                        *ret = i;
+                        return false;
+                }
+                if (s == hash && memcmp(slot_key(h, i), key, h->key_size) == 0) {
+                        *ret = i;
+                        return true;
+                }
+                i = (i + 1) & mask;
+        }
+}
+
+void *ep_hashmap_get(const EpHashmap *h, const void *key) {
+        size_t i;
+        if (h->size == 0)
+                return NULL;
+        return find_slot(h, key, key_hash(h, key), &i) ? slot_value(h, i) : NULL;
+}
+
+static int grow(EpHashmap *h) {
+        size_t old_cap = h->capacity, new_cap = old_cap ? old_cap * 2 : 16;
+        uint8_t *old = h->slots;
+
+        h->slots = calloc(new_cap, h->slot_size);
+        if (!h->slots) {
+                h->slots = old;
+                return -ENOMEM;
+        }
+        h->capacity = new_cap;
+        for (size_t i = 0; i < old_cap; i++) {
+                const uint8_t *src = old + i * h->slot_size;
+                uint64_t hash;
+                size_t j;
+                memcpy(&hash, src, sizeof hash);
+                if (hash == 0)
+                        continue;
+                (void) find_slot(h, src + sizeof(uint64_t), hash, &j);
+                memcpy(h->slots + j * h->slot_size, src, h->slot_size);
+        }
+        free(old);
+        return 0;
+}
+
+int ep_hashmap_put(EpHashmap *h, const void *key, void **ret_value) {
+        uint64_t hash = key_hash(h, key);
+        size_t i;
+        int r;
+
+        if ((h->size + 1) * 10 > h->capacity * 7) {
+                r = grow(h);
+                if (r < 0)
+                        return r;
+        }
+        if (find_slot(h, key, hash, &i)) {
+                if (ret_value)
+                        *ret_value = slot_value(h, i);
+                return 0;
+        }
+        memcpy(h->slots + i * h->slot_size, &hash, sizeof hash);
+        memcpy(slot_key(h, i), key, h->key_size);
+        memset(slot_value(h, i), 0, h->value_size);
+        h->size++;
+        if (ret_value)
+                *ret_value = slot_value(h, i);
+        return 1;
+}
+
+int ep_hashmap_remove(EpHashmap *h, const void *key, void *ret_value) {
+        size_t mask, i, j;
+
+        if (h->size == 0 || !find_slot(h, key, key_hash(h, key), &i))
+                return 0;
+        if (ret_value)
+                memcpy(ret_value, slot_value(h, i), h->value_size);
+        mask = h->capacity - 1;
+        /* Backward-shift: move later members of the run into the hole when their home slot
+         * does not lie (cyclically) after the hole. */
+        j = i;
+        for (;;) {
+                uint64_t s;
+                size_t home;
+                j = (j + 1) & mask;
+                s = slot_hash(h, j);
+                if (s == 0)
+                        break;
+                home = s & mask;
+                if (((j - home) & mask) >= ((j - i) & mask)) {
+                        memcpy(h->slots + i * h->slot_size, h->slots + j * h->slot_size, h->slot_size);
+                        i = j;
+                }
+        }
+        memset(h->slots + i * h->slot_size, 0, h->slot_size);
+        h->size--;
+        return 1;
+}
+
+void ep_hashmap_clear(EpHashmap *h) {
+        if (h->slots)
+                memset(h->slots, 0, h->capacity * h->slot_size);
+        h->size = 0;
+}
+
+bool ep_hashmap_iterate(const EpHashmap *h, size_t *state, const void **ret_key, void **ret_value) {
+        for (size_t i = *state; i < h->capacity; i++) {
+                if (slot_hash(h, i) == 0)
+                        continue;
+                *state = i + 1;
+                if (ret_key)
+                        *ret_key = slot_key(h, i);
+                if (ret_value)
+                        *ret_value = slot_value(h, i);
+                return true;
+        }
+        *state = h->capacity;
+        return false;
+}

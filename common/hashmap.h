@@ -26,8 +26,8 @@ int ep_hashmap_put(EpHashmap *h, const void *key, void **ret_value);
 /* Returns 1 when removed, 0 when absent. If ret_value is given, the value is copied there. */
 int ep_hashmap_remove(EpHashmap *h, const void *key, void *ret_value);
 void ep_hashmap_clear(EpHashmap *h);
-/* Iteration: start with *state = 0; returns false at the end. Removing the entry just
- * returned is allowed (the iterator then revisits the slot); any put invalidates the walk. */
+/* Iteration: start with *state = 0; returns false at the end. Any put or remove during the
+ * walk invalidates it (collect keys first, then remove). */
 bool ep_hashmap_iterate(const EpHashmap *h, size_t *state, const void **ret_key, void **ret_value);
 
 uint64_t ep_hash_bytes(const void *p, size_t n);

@@ -7,6 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
+#define EP_VERSION_STRING EP_VERSION
+
 #define _unused_ __attribute__((unused))
 #define _pure_ __attribute__((pure))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))

@@ -1,1 +1,291 @@
 /* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "shm-ring.h"
+
+#define RING_MAGIC 0x31525045u /* "EPR1" */
+#define RING_HEADER_SIZE 4096u
+#define RING_MIN_DATA (64u * 1024u)
+#define RING_MAX_DATA (1u << 30)
+#define REC_HDR sizeof(EpRingRecord)
+
+/* The shared header. Producer and consumer positions sit on separate cache lines; both only
+ * ever grow (bytes since creation), the offset in the data area is position & (size - 1). */
+typedef struct RingShared {
+        uint32_t magic;
+        uint32_t header_size;
+        uint64_t data_size;
+        _Alignas(64) _Atomic uint64_t head;
+        _Atomic uint64_t records_written;
+        _Atomic uint64_t records_dropped;
+        _Alignas(64) _Atomic uint64_t tail;
+} RingShared;
+
+_Static_assert(sizeof(RingShared) <= RING_HEADER_SIZE, "ring header too large");
+
+struct EpRing {
+        int memfd, eventfd;
+        RingShared *shared;
+        uint8_t *data;
+        size_t map_size, data_size;
+        uint64_t pending_head; /* producer: end of the reserved record */
+        uint64_t pending_tail; /* consumer: end of the peeked record */
+};
+
+static size_t round_pow2(size_t n) {
+        size_t p = RING_MIN_DATA;
+        while (p < n && p < RING_MAX_DATA)
+                p <<= 1;
+        return p;
+}
+
+static int ring_map(EpRing *r, size_t map_size) {
+        void *p = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, r->memfd, 0);
+        if (p == MAP_FAILED)
+                return -errno;
+        r->shared = p;
+        r->map_size = map_size;
+        r->data = (uint8_t *) p + RING_HEADER_SIZE;
+        return 0;
+}
+
+int ep_ring_create(const char *name, size_t data_size, EpRing **ret) {
+        _cleanup_(ep_ring_freep) EpRing *r = NULL;
+        int r_;
+
+        r = calloc(1, sizeof *r);
+        if (!r)
+                return -ENOMEM;
+        r->memfd = r->eventfd = -EBADF;
+        r->data_size = round_pow2(data_size);
+
+        r->memfd = memfd_create(name ?: "ep-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (r->memfd < 0)
+                return -errno;
+        if (ftruncate(r->memfd, RING_HEADER_SIZE + r->data_size) < 0)
+                return -errno;
+        /* A peer must not be able to shrink the file under our mapping (SIGBUS). */
+        if (fcntl(r->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+                return -errno;
+        r->eventfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (r->eventfd < 0)
+                return -errno;
+        r_ = ring_map(r, RING_HEADER_SIZE + r->data_size);
+        if (r_ < 0)
+                return r_;
+
+        r->shared->magic = RING_MAGIC;
+        r->shared->header_size = RING_HEADER_SIZE;
+        r->shared->data_size = r->data_size;
+        *ret = TAKE_PTR(r);
+        return 0;
+}
+
+int ep_ring_attach(int memfd, int eventfd_, EpRing **ret) {
+        _cleanup_(ep_ring_freep) EpRing *r = NULL;
+        struct stat st;
+        int seals, r_;
+
+        r = calloc(1, sizeof *r);
+        if (!r)
+                return -ENOMEM;
+        r->memfd = fcntl(memfd, F_DUPFD_CLOEXEC, 3);
+        if (r->memfd < 0)
+                return -errno;
+        r->eventfd = fcntl(eventfd_, F_DUPFD_CLOEXEC, 3);
+        if (r->eventfd < 0)
+                return -errno;
+
+        seals = fcntl(r->memfd, F_GET_SEALS);
+        if (seals < 0)
+                return -errno;
+        if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+                return -EPERM;
+        if (fstat(r->memfd, &st) < 0)
+                return -errno;
+        if (st.st_size < (off_t) (RING_HEADER_SIZE + RING_MIN_DATA) ||
+            st.st_size > (off_t) (RING_HEADER_SIZE + (uint64_t) RING_MAX_DATA))
+                return -EBADMSG;
+        r_ = ring_map(r, st.st_size);
+        if (r_ < 0)
+                return r_;
+
+        r->data_size = st.st_size - RING_HEADER_SIZE;
+        if (r->shared->magic != RING_MAGIC || r->shared->header_size != RING_HEADER_SIZE ||
+            r->shared->data_size != r->data_size || (r->data_size & (r->data_size - 1)) != 0)
+                return -EBADMSG;
+
+        r->pending_head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
+        r->pending_tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+        *ret = TAKE_PTR(r);
+        return 0;
+}
+
+EpRing *ep_ring_free(EpRing *r) {
+        if (!r)
+                return NULL;
+        if (r->shared)
+                munmap(r->shared, r->map_size);
+        close_nointr(r->memfd);
+        close_nointr(r->eventfd);
+        free(r);
+        return NULL;
+}
+
+int ep_ring_memfd(const EpRing *r) {
+        return r->memfd;
+}
+int ep_ring_eventfd(const EpRing *r) {
+        return r->eventfd;
+}
+size_t ep_ring_data_size(const EpRing *r) {
+        return r->data_size;
+}
+size_t ep_ring_max_record(const EpRing *r) {
+        return r->data_size / 4 - REC_HDR;
+}
+
+static void count_drop(EpRing *r) {
+        atomic_fetch_add_explicit(&r->shared->records_dropped, 1, memory_order_relaxed);
+}
+
+void *ep_ring_reserve(EpRing *r, uint16_t type, uint32_t len) {
+        uint64_t head, tail, total, pad = 0;
+        size_t off, contiguous;
+        EpRingRecord *h;
+
+        if (type == 0 || len > ep_ring_max_record(r)) {
+                count_drop(r);
+                return NULL;
+        }
+        total = REC_HDR + ALIGN8((uint64_t) len);
+        head = atomic_load_explicit(&r->shared->head, memory_order_relaxed);
+        tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+        off = head & (r->data_size - 1);
+        contiguous = r->data_size - off;
+        if (contiguous < total)
+                pad = contiguous; /* records never straddle the end: pad to it and wrap */
+        if (head - tail > r->data_size || head + pad + total - tail > r->data_size) {
+                count_drop(r);
+                return NULL;
+        }
+        if (pad) {
+                h = (EpRingRecord *) (r->data + off);
+                *h = (EpRingRecord) { .len = (uint32_t) (pad - REC_HDR), .type = 0 };
+                head += pad;
+                off = 0;
+        }
+        h = (EpRingRecord *) (r->data + off);
+        *h = (EpRingRecord) { .len = len, .type = type };
+        r->pending_head = head + total;
+        return h + 1;
+}
+
+void ep_ring_commit(EpRing *r) {
+        atomic_store_explicit(&r->shared->head, r->pending_head, memory_order_release);
+        atomic_fetch_add_explicit(&r->shared->records_written, 1, memory_order_relaxed);
+}
+
+int ep_ring_push(EpRing *r, uint16_t type, const void *data, uint32_t len) {
+        void *p = ep_ring_reserve(r, type, len);
+        if (!p)
+                return -ENOBUFS;
+        memcpy(p, data, len);
+        ep_ring_commit(r);
+        return 0;
+}
+
+int ep_ring_notify(EpRing *r) {
+        uint64_t one = 1;
+        if (write(r->eventfd, &one, sizeof one) < 0 && errno != EAGAIN)
+                return -errno;
+        return 0;
+}
+
+void ep_ring_clear_wakeup(EpRing *r) {
+        uint64_t v;
+        (void) !read(r->eventfd, &v, sizeof v);
+}
+
+/* Validates the record at position tail and returns its header copy and total size. */
+static int ring_record_at(const EpRing *r, uint64_t tail, uint64_t head, EpRingRecord *ret_hdr,
+                          uint64_t *ret_total) {
+        size_t off = tail & (r->data_size - 1);
+        EpRingRecord h;
+        uint64_t total;
+
+        if (head - tail > r->data_size || (off & 7) || r->data_size - off < REC_HDR)
+                return -EBADMSG;
+        memcpy(&h, r->data + off, sizeof h);
+        total = REC_HDR + ALIGN8((uint64_t) h.len);
+        if (total > r->data_size - off || total > head - tail)
+                return -EBADMSG;
+        *ret_hdr = h;
+        *ret_total = total;
+        return 0;
+}
+
+int ep_ring_peek(EpRing *r, EpRingRecord *ret_header, const void **ret_payload) {
+        uint64_t head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
+        uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_relaxed);
+
+        for (;;) {
+                EpRingRecord h;
+                uint64_t total;
+                int k;
+
+                if (tail == head)
+                        return 0;
+                k = ring_record_at(r, tail, head, &h, &total);
+                if (k < 0)
+                        return k;
+                if (h.type == 0) { /* wrap padding */
+                        tail += total;
+                        atomic_store_explicit(&r->shared->tail, tail, memory_order_release);
+                        continue;
+                }
+                *ret_header = h;
+                *ret_payload = r->data + (tail & (r->data_size - 1)) + REC_HDR;
+                r->pending_tail = tail + total;
+                return 1;
+        }
+}
+
+void ep_ring_consume(EpRing *r) {
+        atomic_store_explicit(&r->shared->tail, r->pending_tail, memory_order_release);
+}
+
+uint64_t ep_ring_reset(EpRing *r) {
+        uint64_t head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
+        uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+        uint64_t n = 0;
+
+        while (tail != head) {
+                EpRingRecord h;
+                uint64_t total;
+                if (ring_record_at(r, tail, head, &h, &total) < 0)
+                        break;
+                if (h.type != 0)
+                        n++;
+                tail += total;
+        }
+        atomic_store_explicit(&r->shared->tail, head, memory_order_release);
+        atomic_fetch_add_explicit(&r->shared->records_dropped, n, memory_order_relaxed);
+        return n;
+}
+
+uint64_t ep_ring_records_written(const EpRing *r) {
+        return atomic_load_explicit(&r->shared->records_written, memory_order_relaxed);
+}
+uint64_t ep_ring_records_dropped(const EpRing *r) {
+        return atomic_load_explicit(&r->shared->records_dropped, memory_order_relaxed);
+}
+size_t ep_ring_bytes_used(const EpRing *r) {
+        uint64_t head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
+        uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+        return head - tail;
+}

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "macro.h"
+
 typedef struct EpWriter {
         uint8_t *data;
         size_t size, cap;

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include "shm-ring.h"
+#include "tests.h"
+
+static void test_roundtrip_and_wrap(void) {
+        _cleanup_ring_ EpRing *p = NULL, *c = NULL;
+        EpRingRecord h;
+        const void *payload;
+        uint8_t buf[3000];
+        uint64_t produced = 0, consumed = 0;
+
+        ASSERT_OK(ep_ring_create("test", 64 * 1024, &p));
+        ASSERT_OK(ep_ring_attach(ep_ring_memfd(p), ep_ring_eventfd(p), &c));
+        ASSERT_EQ(ep_ring_data_size(c), (size_t) 64 * 1024);
+
+        /* Push and pop records of varying size many times around the ring, checking content. */
+        for (int round = 0; round < 2000; round++) {
+                uint32_t len = 1 + (round * 37) % sizeof buf;
+                memset(buf, round & 0xff, len);
+                ASSERT_OK(ep_ring_push(p, 1 + round % 7, buf, len));
+                produced++;
+                if (round % 3 == 2)
+                        while (ep_ring_peek(c, &h, &payload) == 1) {
+                                ASSERT_EQ(h.type, 1 + consumed % 7);
+                                ASSERT_EQ(h.len, 1 + (consumed * 37) % sizeof buf);
+                                ASSERT_EQ(((const uint8_t *) payload)[h.len - 1], consumed & 0xff);
+                                ep_ring_consume(c);
+                                consumed++;
+                        }
+        }
+        while (ep_ring_peek(c, &h, &payload) == 1) {
+                ep_ring_consume(c);
+                consumed++;
+        }
+        ASSERT_EQ(consumed, produced);
+        ASSERT_EQ(ep_ring_records_written(c), produced);
+        ASSERT_EQ(ep_ring_records_dropped(c), 0u);
+        ASSERT_EQ(ep_ring_bytes_used(p), 0u);
+}
+
+static void test_full_counts_drops(void) {
+        _cleanup_ring_ EpRing *p = NULL;
+        uint8_t buf[1000] = {};
+        int ok = 0, full = 0;
+
+        ASSERT_OK(ep_ring_create("test", 64 * 1024, &p));
+        for (int i = 0; i < 100; i++) {
+                if (ep_ring_push(p, 1, buf, sizeof buf) == 0)
+                        ok++;
+                else
+                        full++;
+        }
+        ASSERT_TRUE(full > 0);
+        ASSERT_EQ(ok, 64 * 1024 / 1008);
+        ASSERT_EQ(ep_ring_records_dropped(p), (uint64_t) full);
+        /* Oversized records are refused and counted, never written. */
+        ASSERT_TRUE(ep_ring_reserve(p, 1, ep_ring_max_record(p) + 1) == NULL);
+        ASSERT_EQ(ep_ring_records_dropped(p), (uint64_t) full + 1);
+        ASSERT_EQ(ep_ring_reset(p), (uint64_t) ok);
+        ASSERT_EQ(ep_ring_bytes_used(p), 0u);
+}
+
+static void test_corrupt_length_detected(void) {
+        _cleanup_ring_ EpRing *p = NULL, *c = NULL;
+        EpRingRecord h;
+        const void *payload;
+        uint32_t v = 42;
+
+        ASSERT_OK(ep_ring_create("test", 64 * 1024, &p));
+        ASSERT_OK(ep_ring_push(p, 3, &v, sizeof v));
+        /* A hostile or buggy producer rewrites the record length to point past the data. */
+        EpRingRecord *rec = (EpRingRecord *) ep_ring_reserve(p, 3, 8) - 1;
+        rec->len = 1u << 30;
+        ep_ring_commit(p);
+        ASSERT_OK(ep_ring_attach(ep_ring_memfd(p), ep_ring_eventfd(p), &c));
+        ASSERT_EQ(ep_ring_peek(c, &h, &payload), 1);
+        ep_ring_consume(c);
+        ASSERT_EQ(ep_ring_peek(c, &h, &payload), -EBADMSG);
+}
+
+static void test_cross_process(void) {
+        _cleanup_ring_ EpRing *p = NULL;
+        pid_t pid;
+        int status;
+
+        ASSERT_OK(ep_ring_create("test", 256 * 1024, &p));
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                EpRing *c = NULL;
+                uint64_t expect = 0;
+                if (ep_ring_attach(ep_ring_memfd(p), ep_ring_eventfd(p), &c) < 0)
+                        _exit(2);
+                while (expect < 100000) {
+                        EpRingRecord h;
+                        const void *payload;
+                        int k = ep_ring_peek(c, &h, &payload);
+                        if (k < 0)
+                                _exit(3);
+                        if (k == 0)
+                                continue;
+                        uint64_t v;
+                        memcpy(&v, payload, sizeof v);
+                        if (v != expect)
+                                _exit(4);
+                        ep_ring_consume(c);
+                        expect++;
+                }
+                _exit(0);
+        }
+        for (uint64_t i = 0; i < 100000;)
+                if (ep_ring_push(p, 9, &i, sizeof i) == 0)
+                        i++;
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_TRUE(WIFEXITED(status));
+        ASSERT_EQ(WEXITSTATUS(status), 0);
+}
+
+static void test_attach_rejects_unsealed(void) {
+        _cleanup_close_ int fd = memfd_create("x", MFD_CLOEXEC);
+        EpRing *c = NULL;
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(ftruncate(fd, 4096 + 65536));
+        ASSERT_EQ(ep_ring_attach(fd, fd, &c), -EPERM);
+}
+
+int main(void) {
+        test_roundtrip_and_wrap();
+        test_full_counts_drops();
+        test_corrupt_length_detected();
+        test_cross_process();
+        test_attach_rejects_unsealed();
+        return tests_summary("shm-ring");
+}
