@@ -46,6 +46,11 @@ fi
 getent passwd ebpf-profiler >/dev/null ||
         useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ebpf-profiler
 
+# The loader attaches tracepoints (tracefs) and may pin maps (bpffs). systemd mounts both at
+# boot; on a host or container without it they may be missing.
+mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+
 if [ "$build" = 1 ]; then
         [ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized >/dev/null
         ninja -C build

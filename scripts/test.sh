@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Sets everything up and runs every test: unit tests (also under ASan+UBSan), then the
+# end-to-end tests (root: BPF, perf events, the four daemons on a private bus).
+# Ends with one line: "N passed, N failed[, N skipped]".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh --test-deps || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+
+results=$(mktemp -d /tmp/ep-test-results.XXXXXX)
+trap 'rm -rf "$results"' EXIT
+
+# A second build with sanitizers for the unit tests.
+if [ ! -f build-sanitize/build.ninja ]; then
+        meson setup build-sanitize -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+fi
+ninja -C build-sanitize >/dev/null || { echo "sanitizer build failed"; echo "0 passed, 1 failed"; exit 1; }
+
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+meson test -C build --no-rebuild --print-errorlogs
+meson test -C build-sanitize --no-rebuild --suite unit --print-errorlogs
+
+/usr/bin/python3 -m pytest -p no:cacheprovider -v --junitxml="$results/e2e.xml" tests/integration
+pytest_rc=$?
+
+/usr/bin/python3 scripts/test-summary.py build/meson-logs/testlog.json \
+        build-sanitize/meson-logs/testlog.json "$results/e2e.xml"
+summary_rc=$?
+[ "$pytest_rc" -le 1 ] || [ "$summary_rc" -ne 0 ] || summary_rc=1
+exit $summary_rc

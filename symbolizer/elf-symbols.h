@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* One ELF file opened for symbolization: file offset → ELF virtual address through the PT_LOAD
+ * program headers, the function covering an address from .symtab (else .dynsym), and the
+ * GNU / Go build IDs. The file is mapped read-only-shared-with-the-page-cache (copy-on-write
+ * private mapping, never copied whole) and parsed with libelf. Everything read from it is
+ * untrusted: malformed files give -ENOEXEC, a file truncated while mapped gives -EIO (see
+ * sigbus.h); neither crashes.
+ *
+ * Errors: -ENOEXEC not a usable ELF, -EIO the file changed under us, -ENOENT nothing covers
+ * the address, -ENOMEM. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libelf.h>
+
+#include "macro.h"
+#include "wire.h"
+
+#define EP_GO_BUILD_ID_MAX 128  /* real ones are 83 characters (4 × 20 base64 + 3 '/') */
+#define EP_SYMBOL_NAME_MAX 16384 /* longer names are cut (mangled C++ can be long) */
+
+typedef struct EpElfFile EpElfFile;
+
+typedef struct EpBuildIds {
+        uint8_t gnu[EP_BUILD_ID_MAX];
+        size_t gnu_len;                   /* 0: none */
+        char go[EP_GO_BUILD_ID_MAX + 1];  /* NUL-terminated, "" when none */
+} EpBuildIds;
+
+/* Takes ownership of fd (closed before returning; the mapping keeps the file). */
+int ep_elf_open(int fd, EpElfFile **ret);
+EpElfFile *ep_elf_free(EpElfFile *f);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EpElfFile *, ep_elf_free);
+
+/* The libelf handle and the mapped image, for later parsers (stack deltas, DWARF) living in
+ * this daemon. Reads through them must be followed by ep_elf_check() to notice truncation. */
+Elf *ep_elf_handle(EpElfFile *f);
+size_t ep_elf_size(const EpElfFile *f);
+/* -EIO once the file was seen to change under us (sticky), else 0. */
+int ep_elf_check(EpElfFile *f);
+
+int ep_elf_offset_to_vaddr(EpElfFile *f, uint64_t offset, uint64_t *ret_vaddr);
+
+/* The function covering vaddr. *ret_name is a new string (cut at EP_SYMBOL_NAME_MAX),
+ * *ret_sym_addr the symbol's start (either may be NULL). Symbols are read on first use. */
+int ep_elf_lookup(EpElfFile *f, uint64_t vaddr, char **ret_name, uint64_t *ret_sym_addr);
+/* Number of usable function symbols (loading them if needed), and which table they came
+ * from (".symtab", ".dynsym" or ""). */
+int ep_elf_symbol_count(EpElfFile *f, size_t *ret_count, const char **ret_table);
+
+int ep_elf_build_ids(EpElfFile *f, EpBuildIds *ret);

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: MIT
+"""End to end: the four daemons under `ebpf-profiler run`, real BPF sampling of known
+workloads, the store, the CLI views, OTLP export to a loopback receiver, and recovery."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import (KERNEL, NATIVE, Profiler, cli, need_root, run_workload, stacks_for_pid)
+from otlp_receiver import OtlpReceiver, flatten_request
+
+CHAIN = ["gamma_spin", "beta", "alpha", "main"]
+
+
+@pytest.fixture(scope="module")
+def receiver():
+    r = OtlpReceiver(port=0)
+    r.start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture(scope="module")
+def profiler(tmp_path_factory, receiver):
+    need_root()
+    p = Profiler(tmp_path_factory.mktemp("e2e"),
+                 ["--otlp-endpoint", f"http://127.0.0.1:{receiver.port}/v1development/profiles"])
+    yield p
+    p.stop()
+
+
+def profile_workload(profiler, name, seconds):
+    w = run_workload(name, seconds)
+    w.wait(timeout=seconds + 30)
+    assert w.returncode == 0
+    profiler.flush()
+    time.sleep(1.5)  # the interval closes, waits for symbols, is written and exported
+    return w.pid
+
+
+def contains_in_order(names, chain):
+    """True if chain appears as a contiguous run in names (leaf first)."""
+    n = len(chain)
+    return any(names[i:i + n] == chain for i in range(len(names) - n + 1))
+
+
+def test_fp_chain_named_in_store_top_and_flamegraph(profiler, tmp_path):
+    pid = profile_workload(profiler, "fpchain", 4)
+    with profiler.db() as con:
+        stacks = stacks_for_pid(con, pid)
+    total = sum(c for _, c in stacks)
+    assert total >= 99 * 2, f"expected ~4 s at 99 Hz, got {total} samples"
+    chain_samples = sum(c for frames, c in stacks
+                        if contains_in_order([fn for _, fn in frames if fn], CHAIN))
+    assert chain_samples >= 0.9 * total, f"{chain_samples}/{total} samples carry {CHAIN}: {stacks[:5]}"
+
+    top = cli("top", "--store", profiler.store, "--pid", pid).stdout
+    rows = [l for l in top.splitlines() if "gamma_spin" in l]
+    assert rows, top
+    for fn in CHAIN:
+        assert re.search(rf"\b{fn}\b", top), f"{fn} missing from top:\n{top}"
+    # gamma_spin is the hottest self function of this process.
+    first_fn_line = next(l for l in top.splitlines() if re.search(r"\d+(\.\d+)?%", l))
+    assert "gamma_spin" in first_fn_line, top
+
+    svg = tmp_path / "fg.svg"
+    cli("flamegraph", "--store", profiler.store, "--pid", pid, "-o", svg)
+    text = svg.read_text()
+    assert text.startswith("<?xml") or text.startswith("<svg"), text[:100]
+    for fn in CHAIN:
+        assert fn in text
+
+
+def test_syscall_workload_has_named_kernel_frames_under_user_frames(profiler):
+    pid = profile_workload(profiler, "syscalls", 3)
+    with profiler.db() as con:
+        stacks = stacks_for_pid(con, pid)
+    total = sum(c for _, c in stacks)
+    assert total > 0
+    mixed = 0
+    for frames, count in stacks:
+        kinds = [k for k, _ in frames]
+        if KERNEL not in kinds or NATIVE not in kinds:
+            continue
+        # Kernel frames come first (leaf side), then user frames down to main.
+        last_kernel = max(i for i, k in enumerate(kinds) if k == KERNEL)
+        first_user = min(i for i, k in enumerate(kinds) if k == NATIVE)
+        assert last_kernel < first_user, frames
+        knames = [fn for k, fn in frames if k == KERNEL]
+        unames = [fn for k, fn in frames if k == NATIVE]
+        if all(knames) and any(fn and "read" in fn for fn in knames) and "read_zeroes" in unames:
+            mixed += count
+    assert mixed >= 0.5 * total, f"only {mixed}/{total} samples show named kernel read frames under read_zeroes"
+
+
+def test_otlp_receiver_gets_the_same_stacks_as_the_store(profiler, receiver):
+    pid = profile_workload(profiler, "fpchain", 3)
+    deadline = time.time() + 15
+    exported = {}
+    while time.time() < deadline:
+        exported = {}
+        for req in list(receiver.requests):
+            for (rpid, names), count in flatten_request(req).items():
+                if rpid == pid:
+                    exported[names] = exported.get(names, 0) + count
+        if sum(exported.values()) and profiler.prop("Exporter", "RequestsSent") > 0:
+            with profiler.db() as con:
+                stored = {}
+                for frames, c in stacks_for_pid(con, pid):
+                    key = tuple(fn or "" for _, fn in frames)
+                    stored[key] = stored.get(key, 0) + c
+            if sum(exported.values()) == sum(stored.values()):
+                break
+        time.sleep(0.5)
+    assert exported, "the receiver got no samples for the workload"
+    assert sum(exported.values()) == sum(stored.values())
+    chain = tuple(CHAIN)
+    assert any(contains_in_order(list(k), list(chain)) for k in exported), list(exported)[:3]
+    assert {k: v for k, v in exported.items() if v} == {k: v for k, v in stored.items() if v}
+
+
+def test_status_and_busctl_show_every_daemon(profiler):
+    out = cli("status", env=profiler.env).stdout
+    for name in ("Loader1", "Symbolizer1", "Collector1", "Exporter1"):
+        assert f"org.ebpfprofiler.{name}" in out, out
+    assert profiler.prop("Loader", "Samples") > 0
+    assert profiler.prop("Collector", "Intervals") > 0
+    intro = profiler.busctl("introspect", "org.ebpfprofiler.Loader1", "/org/ebpfprofiler/Loader1")
+    assert "OpenTraceRing" in intro and "UnwindStops" in intro
+
+
+def test_collector_killed_comes_back_and_intervals_continue(profiler):
+    old = profiler.daemon_pid("ebpf-profiler-collector")
+    assert old, profiler.output()
+    before = profiler.prop("Loader", "Samples")
+    os.kill(old, signal.SIGKILL)
+    w = run_workload("fpchain", 8)
+    deadline = time.time() + 20
+    new = None
+    while time.time() < deadline:
+        new = profiler.daemon_pid("ebpf-profiler-collector")
+        if new and new != old:
+            try:
+                if profiler.prop("Collector", "LoaderAttached") == "true":
+                    break
+            except AssertionError:
+                pass
+        time.sleep(0.3)
+    assert new and new != old, "collector was not restarted"
+    # The loader kept running through it.
+    assert profiler.prop("Loader", "Samples") > before
+    w.wait(timeout=30)
+    profiler.flush()
+    time.sleep(1.5)
+    with profiler.db() as con:
+        stacks = stacks_for_pid(con, w.pid)
+    assert sum(c for _, c in stacks) > 0, "no samples stored after the collector came back"
+
+
+def test_bad_options_give_one_clear_error():
+    for args, word in ((["run", "--frequency", "0"], "frequency"),
+                       (["run", "--no-such-option"], "no-such-option"),
+                       (["top", "--since", "yesterday-ish"], "since")):
+        p = cli(*args, check=False)
+        assert p.returncode != 0
+        assert word in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) <= 3, p.stderr
+
+
+def test_unprivileged_start_fails_with_the_cause():
+    need_root()
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+    from conftest import BUILD
+    p = subprocess.run([*nobody, str(BUILD / "unwinder-loader" / "ebpf-profiler-loader")],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0
+    assert re.search(r"root|CAP_BPF|CAP_PERFMON", p.stderr), p.stderr
+    p = subprocess.run([*nobody, str(BUILD / "cli" / "ebpf-profiler"), "run"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0
+    assert "root" in p.stderr, p.stderr
