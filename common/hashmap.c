@@ -4,10 +4,11 @@
 
 #include "hashmap.h"
 
-/* Linear probing over slots of [u64 hash | key | value]. A stored hash of 0 marks an empty
+/* Linear probing over slots of [u64 hash | key | pad | value], the value 8-byte aligned so
+ * callers may store pointers and u64s in it directly. A stored hash of 0 marks an empty
  * slot; deletion shifts later members of the probe run back, so there are no tombstones. */
 struct EpHashmap {
-        size_t key_size, value_size, slot_size;
+        size_t key_size, value_size, value_offset, slot_size;
         size_t capacity; /* power of two, or 0 before the first put */
         size_t size;
         uint8_t *slots;
@@ -41,7 +42,7 @@ static uint8_t *slot_key(const EpHashmap *h, size_t i) {
 }
 
 static uint8_t *slot_value(const EpHashmap *h, size_t i) {
-        return slot_key(h, i) + h->key_size;
+        return h->slots + i * h->slot_size + h->value_offset;
 }
 
 static uint64_t key_hash(const EpHashmap *h, const void *key) {
@@ -55,7 +56,8 @@ EpHashmap *ep_hashmap_new(size_t key_size, size_t value_size) {
                 return NULL;
         h->key_size = key_size;
         h->value_size = value_size;
-        h->slot_size = ALIGN8(sizeof(uint64_t) + key_size + value_size);
+        h->value_offset = sizeof(uint64_t) + ALIGN8(key_size);
+        h->slot_size = h->value_offset + ALIGN8(value_size);
         return h;
 }
 

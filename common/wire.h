@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #define EP_FILE_ID_SIZE 16   /* first 16 bytes of the htlhash SHA-256 (see file-id.h) */
-#define EP_BUILD_ID_MAX 64   /* GNU build IDs are 20 bytes; Go build IDs are longer strings */
+#define EP_BUILD_ID_MAX 64     /* GNU build IDs are 20 bytes (up to 64 accepted) */
+#define EP_GO_BUILD_ID_MAX 128 /* Go build IDs are strings of ~83 characters */
 #define EP_COMM_LEN 16
 #define EP_MAX_FRAMES 2048   /* kernel + user frames in one trace */
 

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+
+#include "bus.h"
+#include "loader-client.h"
+#include "log.h"
+
+#define ERROR_NO_SUCH_FILE "org.ebpfprofiler.Error.NoSuchFile"
+
+struct EpLoaderClient {
+        EpDaemon *daemon;
+        EpPeerWatch *watch;
+        ep_loader_changed_t changed;
+        void *userdata;
+};
+
+static int peer_handler(EpPeerWatch *w, bool present, void *userdata) {
+        EpLoaderClient *c = userdata;
+
+        if (c->changed)
+                c->changed(present, c->userdata);
+        return 0;
+}
+
+int ep_loader_client_new(EpDaemon *d, ep_loader_changed_t changed, void *userdata, EpLoaderClient **ret) {
+        _cleanup_(ep_loader_client_freep) EpLoaderClient *c = NULL;
+        int r;
+
+        c = calloc(1, sizeof(EpLoaderClient));
+        if (!c)
+                return -ENOMEM;
+        c->daemon = d;
+        c->changed = changed;
+        c->userdata = userdata;
+
+        r = ep_peer_watch(d, EP_BUS_LOADER, peer_handler, c, &c->watch);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+EpLoaderClient *ep_loader_client_free(EpLoaderClient *c) {
+        if (!c)
+                return NULL;
+        ep_peer_watch_free(c->watch);
+        free(c);
+        return NULL;
+}
+
+bool ep_loader_client_present(const EpLoaderClient *c) {
+        return c->watch && ep_peer_watch_present(c->watch);
+}
+
+static int map_error(const sd_bus_error *e, int r) {
+        if (sd_bus_error_has_name(e, ERROR_NO_SUCH_FILE))
+                return -ENOENT;
+        if (sd_bus_error_has_names(e, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER,
+                                   SD_BUS_ERROR_UNKNOWN_METHOD, SD_BUS_ERROR_UNKNOWN_OBJECT))
+                return -ENXIO;
+        if (sd_bus_error_has_names(e, SD_BUS_ERROR_TIMEOUT, SD_BUS_ERROR_NO_REPLY) || r == -ETIMEDOUT)
+                return -ETIMEDOUT;
+        return -EIO;
+}
+
+/* Sends m, reads one 'h' from the reply and returns our own copy of it. */
+static int call_for_fd(EpLoaderClient *c, sd_bus_message *m, const char *what) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        int r, fd;
+
+        r = sd_bus_call(c->daemon->bus, m, EP_LOADER_CALL_TIMEOUT_USEC, &error, &reply);
+        if (r < 0) {
+                int e = map_error(&error, r);
+                if (e != -ENOENT)
+                        log_debug_errno(r, "Loader call %s failed: %s", what, error.message ?: "");
+                return e;
+        }
+
+        r = sd_bus_message_read(reply, "h", &fd);
+        if (r >= 0) {
+                fd = fcntl(fd, F_DUPFD_CLOEXEC, 3); /* the message owns the one it carried */
+                r = fd < 0 ? -errno : fd;
+        }
+        sd_bus_message_unref(reply);
+        if (r < 0) {
+                log_debug_errno(r, "Bad reply to %s: %m", what);
+                return -EIO;
+        }
+        return r;
+}
+
+int ep_loader_client_open_file(EpLoaderClient *c, const uint8_t file_id[EP_FILE_ID_SIZE]) {
+        sd_bus_message *m = NULL;
+        int r;
+
+        if (!ep_loader_client_present(c))
+                return -ENXIO;
+
+        r = sd_bus_message_new_method_call(c->daemon->bus, &m, EP_BUS_LOADER, EP_PATH_LOADER,
+                                           EP_IFACE_LOADER, "OpenFile");
+        if (r >= 0)
+                r = sd_bus_message_append_array(m, 'y', file_id, EP_FILE_ID_SIZE);
+        if (r >= 0)
+                r = call_for_fd(c, m, "OpenFile");
+        sd_bus_message_unref(m);
+        return r;
+}
+
+int ep_loader_client_open_kallsyms(EpLoaderClient *c) {
+        sd_bus_message *m = NULL;
+        int r;
+
+        if (!ep_loader_client_present(c))
+                return -ENXIO;
+
+        r = sd_bus_message_new_method_call(c->daemon->bus, &m, EP_BUS_LOADER, EP_PATH_LOADER,
+                                           EP_IFACE_LOADER, "OpenKallsyms");
+        if (r >= 0)
+                r = call_for_fd(c, m, "OpenKallsyms");
+        sd_bus_message_unref(m);
+        return r;
+}
+
+static int source_open_file(void *userdata, const uint8_t file_id[EP_FILE_ID_SIZE]) {
+        return ep_loader_client_open_file(userdata, file_id);
+}
+
+static int source_open_kallsyms(void *userdata) {
+        return ep_loader_client_open_kallsyms(userdata);
+}
+
+EpFileSource ep_loader_client_source(EpLoaderClient *c) {
+        return (EpFileSource) {
+                .open_file = source_open_file,
+                .open_kallsyms = source_open_kallsyms,
+                .userdata = c,
+        };
+}

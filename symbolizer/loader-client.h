@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Asks the loader (org.ebpfprofiler.Loader1) for descriptors of files it may open and we may
+ * not: OpenFile(ay file_id) → h and OpenKallsyms() → h. Calls are synchronous with a short
+ * timeout. While the loader is absent every call fails at once with -ENXIO. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon.h"
+#include "resolver.h"
+#include "wire.h"
+
+#define EP_LOADER_CALL_TIMEOUT_USEC (500 * 1000ULL)
+
+typedef struct EpLoaderClient EpLoaderClient;
+/* Called when the loader appears (present=true) or goes away. */
+typedef void (*ep_loader_changed_t)(bool present, void *userdata);
+
+int ep_loader_client_new(EpDaemon *d, ep_loader_changed_t changed, void *userdata, EpLoaderClient **ret);
+EpLoaderClient *ep_loader_client_free(EpLoaderClient *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EpLoaderClient *, ep_loader_client_free);
+
+bool ep_loader_client_present(const EpLoaderClient *c);
+
+/* Return a new descriptor, or -ENXIO (no loader), -ENOENT (no such file), -ETIMEDOUT, -EIO. */
+int ep_loader_client_open_file(EpLoaderClient *c, const uint8_t file_id[EP_FILE_ID_SIZE]);
+int ep_loader_client_open_kallsyms(EpLoaderClient *c);
+
+/* The client as a file source for the resolver. */
+EpFileSource ep_loader_client_source(EpLoaderClient *c);

@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+/* ebpf-profiler-symbolizer: names native and kernel frames for the collector. It holds no
+ * privilege; the files it reads are descriptors the loader hands it. */
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bus.h"
+#include "config.h"
+#include "daemon.h"
+#include "loader-client.h"
+#include "log.h"
+#include "privileges.h"
+#include "resolver.h"
+#include "session.h"
+#include "stats.h"
+
+#define IDENT "ebpf-profiler-symbolizer"
+#define PROPERTIES_PERIOD_USEC (2 * USEC_PER_SEC)
+
+typedef struct Manager {
+        EpDaemon daemon;
+        EpSymStats stats;
+        EpResolver *resolver;
+        EpLoaderClient *loader;
+        EpSession *session;
+        sd_event_source *props_timer;
+
+        /* What PropertiesChanged last announced. */
+        EpSymStats published;
+        uint32_t published_cache_entries, published_files_open;
+} Manager;
+
+static void manager_done(Manager *m) {
+        m->props_timer = sd_event_source_disable_unref(m->props_timer);
+        m->session = ep_session_free(m->session);
+        m->loader = ep_loader_client_free(m->loader);
+        m->resolver = ep_resolver_free(m->resolver);
+        ep_daemon_done(&m->daemon);
+}
+
+/* ---- D-Bus ---- */
+
+static int method_open_session(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        Manager *m = userdata;
+        EpSession *s = NULL;
+        uid_t uid;
+        int r;
+
+        /* The bus policy already restricts this; the rings are ours to give, so check too. */
+        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
+        if (r >= 0)
+                r = sd_bus_creds_get_euid(creds, &uid);
+        if (r < 0)
+                return r;
+        if (uid != 0 && uid != geteuid())
+                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                        "Only root or the symbolizer's own user may open a session");
+
+        r = ep_session_new(m->daemon.event, m->resolver, &m->stats, &s);
+        if (r < 0) {
+                log_error_errno(r, "Failed to create a session: %m");
+                return sd_bus_error_set_errnof(error, r, "Cannot create the session rings: %m");
+        }
+
+        r = sd_bus_reply_method_return(msg, "hhhh", ep_session_request_memfd(s), ep_session_request_eventfd(s),
+                                       ep_session_response_memfd(s), ep_session_response_eventfd(s));
+        if (r < 0) {
+                ep_session_free(s);
+                return r;
+        }
+
+        if (m->session)
+                log_info("A new session replaces the previous one.");
+        ep_session_free(m->session);
+        m->session = s;
+        log_debug("Session opened.");
+        return 1;
+}
+
+static int prop_version(sd_bus *bus, const char *path, const char *interface, const char *property,
+                        sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "s", EP_VERSION);
+}
+
+static int prop_last_error(sd_bus *bus, const char *path, const char *interface, const char *property,
+                           sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return sd_bus_message_append(reply, "s", m->stats.last_error);
+}
+
+static int prop_cache_entries(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return sd_bus_message_append(reply, "u", m->resolver ? ep_resolver_cache_entries(m->resolver) : 0);
+}
+
+static int prop_files_open(sd_bus *bus, const char *path, const char *interface, const char *property,
+                           sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return sd_bus_message_append(reply, "u", m->resolver ? ep_resolver_files_open(m->resolver) : 0);
+}
+
+#define STAT_PROPERTY(name, field)                                                         \
+        SD_BUS_PROPERTY(name, "t", NULL, offsetof(Manager, stats.field), \
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE)
+
+static const sd_bus_vtable symbolizer_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD_WITH_ARGS("OpenSession", SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("h", req_ring, "h", req_eventfd, "h", resp_ring, "h", resp_eventfd),
+                                method_open_session, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        STAT_PROPERTY("Requests", requests),
+        STAT_PROPERTY("Resolved", resolved),
+        STAT_PROPERTY("NotFound", not_found),
+        STAT_PROPERTY("FileErrors", file_errors),
+        SD_BUS_PROPERTY("CacheEntries", "u", prop_cache_entries, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        STAT_PROPERTY("CacheHits", cache_hits),
+        SD_BUS_PROPERTY("FilesOpen", "u", prop_files_open, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        STAT_PROPERTY("BadRequests", bad_requests),
+        STAT_PROPERTY("ResponseDrops", response_drops),
+        SD_BUS_PROPERTY("LastError", "s", prop_last_error, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_VTABLE_END,
+};
+
+static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        const EpSymStats *now = &m->stats, *was = &m->published;
+        uint32_t entries = ep_resolver_cache_entries(m->resolver), files = ep_resolver_files_open(m->resolver);
+        const char *names[16];
+        size_t n = 0;
+
+#define CHANGED(name, field)                      \
+        if (now->field != was->field)             \
+                names[n++] = name
+        CHANGED("Requests", requests);
+        CHANGED("Resolved", resolved);
+        CHANGED("NotFound", not_found);
+        CHANGED("FileErrors", file_errors);
+        CHANGED("CacheHits", cache_hits);
+        CHANGED("BadRequests", bad_requests);
+        CHANGED("ResponseDrops", response_drops);
+#undef CHANGED
+        if (entries != m->published_cache_entries)
+                names[n++] = "CacheEntries";
+        if (files != m->published_files_open)
+                names[n++] = "FilesOpen";
+        if (!streq(now->last_error, was->last_error))
+                names[n++] = "LastError";
+        names[n] = NULL;
+
+        if (n > 0) {
+                (void) sd_bus_emit_properties_changed_strv(m->daemon.bus, EP_PATH_SYMBOLIZER,
+                                                           EP_IFACE_SYMBOLIZER, (char **) names);
+                m->published = m->stats;
+                m->published_cache_entries = entries;
+                m->published_files_open = files;
+                ep_daemon_status(&m->daemon, "%" PRIu64 " requests, %" PRIu64 " resolved, %u files open",
+                                 now->requests, now->resolved, files);
+        }
+
+        (void) sd_event_source_set_time_relative(s, PROPERTIES_PERIOD_USEC);
+        return 0;
+}
+
+static void on_loader_changed(bool present, void *userdata) {
+        Manager *m = userdata;
+
+        if (present && m->resolver)
+                ep_resolver_source_changed(m->resolver);
+}
+
+/* ---- command line ---- */
+
+static void help(void) {
+        printf("%s [OPTIONS...]\n\n"
+               "Names native and kernel frames for the ebpf-profiler collector.\n"
+               "Serves %s on the system bus (or $DBUS_SYSTEM_BUS_ADDRESS).\n\n"
+               "  -h --help              Show this help\n"
+               "     --version           Show the version\n"
+               "     --log-level=LEVEL   debug, info, notice, warning, err (default: info)\n"
+               "     --user=NAME         When started as root, switch to this user (the service\n"
+               "                         uses %s); all capabilities are dropped either way\n",
+               program_invocation_short_name, EP_BUS_SYMBOLIZER, EP_UNPRIVILEGED_USER);
+}
+
+enum {
+        ARG_VERSION = 0x100,
+        ARG_LOG_LEVEL,
+        ARG_USER,
+};
+
+static int parse_argv(int argc, char *argv[], const char **ret_user) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
+                { "user", required_argument, NULL, ARG_USER },
+                {},
+        };
+        int c, level;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("%s %s\n", IDENT, EP_VERSION);
+                        return 0;
+                case ARG_LOG_LEVEL:
+                        level = log_parse_level(optarg);
+                        if (level < 0) {
+                                fprintf(stderr, "%s: invalid log level '%s' (debug, info, notice, warning, err)\n",
+                                        program_invocation_short_name, optarg);
+                                return -EINVAL;
+                        }
+                        log_set_max_level(level);
+                        break;
+                case ARG_USER:
+                        *ret_user = optarg;
+                        break;
+                case '?':
+                        /* getopt printed what was wrong. */
+                        fprintf(stderr, "Try '%s --help'.\n", program_invocation_short_name);
+                        return -EINVAL;
+                default:
+                        return -EINVAL;
+                }
+
+        if (optind < argc) {
+                fprintf(stderr, "%s: unexpected argument '%s'\nTry '%s --help'.\n", program_invocation_short_name,
+                        argv[optind], program_invocation_short_name);
+                return -EINVAL;
+        }
+        return 1;
+}
+
+int main(int argc, char *argv[]) {
+        Manager m = {};
+        const char *user = NULL;
+        int r, level;
+
+        log_setup(IDENT);
+        r = parse_argv(argc, argv, &user);
+        if (r <= 0)
+                return r < 0 ? 2 : EXIT_SUCCESS;
+        level = log_get_max_level();
+
+        r = ep_drop_privileges(user);
+        if (r < 0)
+                return EXIT_FAILURE;
+
+        r = ep_daemon_setup(&m.daemon, IDENT);
+        if (r < 0)
+                goto finish;
+        log_set_max_level(level); /* the command line wins over the environment */
+
+        r = ep_loader_client_new(&m.daemon, on_loader_changed, &m, &m.loader);
+        if (r < 0)
+                goto finish;
+
+        EpFileSource source = ep_loader_client_source(m.loader);
+        EpResolverConfig config = EP_RESOLVER_CONFIG_DEFAULT;
+        r = ep_resolver_new(&source, &config, &m.stats, &m.resolver);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up the resolver: %m");
+                goto finish;
+        }
+
+        r = sd_event_add_time_relative(m.daemon.event, &m.props_timer, CLOCK_MONOTONIC, PROPERTIES_PERIOD_USEC,
+                                       0, on_properties_timer, &m);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m.props_timer, SD_EVENT_ON);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up the properties timer: %m");
+                goto finish;
+        }
+
+        r = ep_daemon_publish(&m.daemon, EP_BUS_SYMBOLIZER, EP_PATH_SYMBOLIZER, EP_IFACE_SYMBOLIZER,
+                              symbolizer_vtable, &m);
+        if (r < 0)
+                goto finish;
+
+        r = ep_daemon_run(&m.daemon);
+
+finish:
+        manager_done(&m);
+        return r < 0 ? EXIT_FAILURE : r;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Answers symbol and file requests: finds the file (through an EpFileSource, in the daemon
+ * the loader's OpenFile / OpenKallsyms), keeps a bounded LRU of opened ELF files and a bounded
+ * LRU of results, and names native frames from ELF symbols and kernel frames from kallsyms.
+ * Results are shaped for the response message: a status, the ELF-space address, the module
+ * and a list of lines, innermost first (one line today; inline chains from DWARF later). */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "elf-symbols.h"
+#include "macro.h"
+#include "stats.h"
+#include "wire.h"
+
+/* Where descriptors come from. Both return a new fd (>= 0, owned by the caller) or a negative
+ * errno: -ENOENT the file is gone, -ENXIO no provider right now (loader absent). */
+typedef struct EpFileSource {
+        int (*open_file)(void *userdata, const uint8_t file_id[EP_FILE_ID_SIZE]);
+        int (*open_kallsyms)(void *userdata);
+        void *userdata;
+} EpFileSource;
+
+typedef struct EpSymLine {
+        char *function;
+        char *file;    /* "" until DWARF lines are read */
+        uint32_t line; /* 0 when unknown */
+} EpSymLine;
+
+typedef struct EpSymResult {
+        uint8_t status; /* EP_SYM_* */
+        uint64_t elf_addr;
+        char *module;
+        uint16_t n_lines;
+        EpSymLine *lines;
+} EpSymResult;
+
+typedef struct EpFileInfo {
+        uint8_t status; /* EP_SYM_* */
+        EpBuildIds ids;
+} EpFileInfo;
+
+typedef struct EpResolverConfig {
+        uint32_t max_files;           /* opened ELF files kept (LRU) */
+        uint32_t max_results;         /* cached results (LRU) */
+        uint64_t missing_retry_ns;    /* how long a file the source could not open stays "gone" */
+        uint64_t kallsyms_refresh_ns; /* re-read kallsyms at most this often, on a miss */
+} EpResolverConfig;
+
+#define EP_RESOLVER_CONFIG_DEFAULT                        \
+        ((EpResolverConfig) {                             \
+                .max_files = 64,                          \
+                .max_results = 32768,                     \
+                .missing_retry_ns = 10 * NSEC_PER_SEC,    \
+                .kallsyms_refresh_ns = 60 * NSEC_PER_SEC, \
+        })
+
+typedef struct EpResolver EpResolver;
+
+int ep_resolver_new(const EpFileSource *source, const EpResolverConfig *config, EpSymStats *stats,
+                    EpResolver **ret);
+EpResolver *ep_resolver_free(EpResolver *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EpResolver *, ep_resolver_free);
+
+/* Symbolizes one frame. *ret points at a result owned by the resolver, valid until the next
+ * call. Fails only on -ENOMEM (every other problem is a status in the result). */
+int ep_resolver_symbolize(EpResolver *r, uint8_t kind, const uint8_t file_id[EP_FILE_ID_SIZE],
+                          uint64_t addr, uint8_t flags, const EpSymResult **ret);
+int ep_resolver_file_info(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE], EpFileInfo *ret);
+
+/* The file source changed (the loader came back): forget files it could not open. */
+void ep_resolver_source_changed(EpResolver *r);
+
+uint32_t ep_resolver_cache_entries(const EpResolver *r);
+uint32_t ep_resolver_files_open(const EpResolver *r);
+
+void ep_sym_result_done(EpSymResult *res);

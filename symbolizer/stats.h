@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Counters shared by the parts of the symbolizer and published as D-Bus properties. */
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "macro.h"
+
+typedef struct EpSymStats {
+        uint64_t requests;       /* symbol and file requests read from the request ring */
+        uint64_t resolved;       /* symbol responses with status OK */
+        uint64_t not_found;      /* symbol responses with status NOT_FOUND */
+        uint64_t file_errors;    /* responses (symbol or file) with NO_FILE or BAD_FILE */
+        uint64_t cache_hits;     /* symbol requests answered from the result cache */
+        uint64_t bad_requests;   /* records that were not a valid request */
+        uint64_t response_drops; /* responses that could not be delivered */
+        char last_error[256];
+} EpSymStats;
+
+static inline void _printf_(2, 3) ep_sym_stats_error(EpSymStats *s, const char *format, ...) {
+        va_list ap;
+
+        if (!s)
+                return;
+        va_start(ap, format);
+        vsnprintf(s->last_error, sizeof(s->last_error), format, ap);
+        va_end(ap);
+}

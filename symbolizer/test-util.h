@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Minimal assertions for the symbolizer's unit tests (tests/unit/test-symbolizer-*.c). */
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned test_checks;
+
+#define TEST_FAIL(...)                                                         \
+        do {                                                                   \
+                fprintf(stderr, "%s:%d: FAILED: ", __FILE__, __LINE__);        \
+                fprintf(stderr, __VA_ARGS__);                                  \
+                fputc('\n', stderr);                                           \
+                exit(EXIT_FAILURE);                                            \
+        } while (0)
+
+#define CHECK(expr)                                                            \
+        do {                                                                   \
+                test_checks++;                                                 \
+                if (!(expr))                                                   \
+                        TEST_FAIL("%s", #expr);                                \
+        } while (0)
+
+#define CHECK_INT(a, b)                                                        \
+        do {                                                                   \
+                long long _a = (long long) (a), _b = (long long) (b);          \
+                test_checks++;                                                 \
+                if (_a != _b)                                                  \
+                        TEST_FAIL("%s == %lld, expected %s == %lld", #a, _a, #b, _b); \
+        } while (0)
+
+#define CHECK_U64(a, b)                                                        \
+        do {                                                                   \
+                uint64_t _a = (uint64_t) (a), _b = (uint64_t) (b);             \
+                test_checks++;                                                 \
+                if (_a != _b)                                                  \
+                        TEST_FAIL("%s == 0x%" PRIx64 ", expected 0x%" PRIx64, #a, _a, _b); \
+        } while (0)
+
+#define CHECK_STR(a, b)                                                        \
+        do {                                                                   \
+                const char *_a = (a), *_b = (b);                               \
+                test_checks++;                                                 \
+                if (!_a || !_b || strcmp(_a, _b) != 0)                         \
+                        TEST_FAIL("%s == \"%s\", expected \"%s\"", #a, _a ?: "(null)", _b ?: "(null)"); \
+        } while (0)
+
+#define TEST_DONE(name)                                                        \
+        do {                                                                   \
+                printf("%s: %u checks passed\n", (name), test_checks);         \
+                return EXIT_SUCCESS;                                           \
+        } while (0)
+
+static inline const char *test_env(const char *name) {
+        const char *v = getenv(name);
+        if (!v || !*v) {
+                fprintf(stderr, "%s is not set (run through meson test)\n", name);
+                exit(77); /* skipped */
+        }
+        return v;
+}

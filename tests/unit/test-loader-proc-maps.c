@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of the loader's /proc parsing and its per-process mapping cache (no root). */
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "hashmap.h"
+#include "proc-maps.h"
+#include "proc-parse.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                   \
+        do {                                                                          \
+                if (!(cond)) {                                                        \
+                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+                        failures++;                                                   \
+                }                                                                     \
+        } while (0)
+
+static void test_maps_line(void) {
+        char l1[] = "55d0c8a00000-55d0c8a02000 r-xp 00001000 fd:01 1311 /usr/bin/prog with space\n";
+        char l2[] = "7ffd4b5f2000-7ffd4b5f4000 r-xp 00000000 00:00 0                          [vdso]";
+        char l3[] = "7f0000000000-7f0000001000 rw-s 00000000 00:05 42 /memfd:jit (deleted)";
+        char l4[] = "7f0000000000-7f0000001000 rwxp 00000000 00:00 0 ";
+        char bad1[] = "7f0000000000 r-xp 00000000 00:00 0";
+        char bad2[] = "zz-7f r-xp 00000000 00:00 0";
+        char bad3[] = "2000-1000 r-xp 00000000 00:00 0";
+        char bad4[] = "1000-2000 r-xp 00000000 00:00";
+        char bad5[] = "1000-2000 r-";
+        EpMapsLine m;
+
+        CHECK(ep_parse_maps_line(l1, &m) == 0);
+        CHECK(m.start == 0x55d0c8a00000 && m.end == 0x55d0c8a02000 && m.pgoff == 0x1000);
+        CHECK(m.dev_major == 0xfd && m.dev_minor == 1 && m.inode == 1311);
+        CHECK(m.read && !m.write && m.exec && !m.shared);
+        CHECK(strcmp(m.path, "/usr/bin/prog with space") == 0);
+        CHECK(ep_maps_line_is_file(&m));
+
+        CHECK(ep_parse_maps_line(l2, &m) == 0);
+        CHECK(strcmp(m.path, "[vdso]") == 0 && m.inode == 0 && !ep_maps_line_is_file(&m));
+
+        CHECK(ep_parse_maps_line(l3, &m) == 0);
+        CHECK(m.shared && m.write && !m.exec && m.inode == 42);
+        CHECK(strcmp(m.path, "/memfd:jit (deleted)") == 0 && ep_maps_line_is_file(&m));
+
+        CHECK(ep_parse_maps_line(l4, &m) == 0);
+        CHECK(m.path[0] == 0 && !ep_maps_line_is_file(&m));
+
+        CHECK(ep_parse_maps_line(bad1, &m) == -EINVAL);
+        CHECK(ep_parse_maps_line(bad2, &m) == -EINVAL);
+        CHECK(ep_parse_maps_line(bad3, &m) == -EINVAL);
+        CHECK(ep_parse_maps_line(bad4, &m) == -EINVAL);
+        CHECK(ep_parse_maps_line(bad5, &m) == -EINVAL);
+}
+
+static void test_stat(void) {
+        const char *s = "1234 (a (weird) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 "
+                        "987654 1000000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0\n";
+        uint64_t t = 0;
+
+        CHECK(ep_parse_stat_starttime(s, &t) == 0);
+        CHECK(t == 987654);
+        CHECK(ep_parse_stat_starttime("1 (x) S 1 2 3", &t) == -EINVAL);
+        CHECK(ep_parse_stat_starttime("no paren", &t) == -EINVAL);
+}
+
+static void test_container_id(void) {
+        const char *id = "4f1bc8a3d2e94b0e9c7a5d3f2e1b0c9a8f7e6d5c4b3a29180706f5e4d3c2b1a0";
+        char buf[512], ret[65];
+
+        snprintf(buf, sizeof buf, "12:cpu,cpuacct:/docker/%s\n0::/system.slice/docker-%s.scope\n", id, id);
+        ep_parse_container_id(buf, ret);
+        CHECK(strcmp(ret, id) == 0);
+
+        snprintf(buf, sizeof buf, "0::/kubepods/burstable/pod1234/cri-containerd-%s.scope\n", id);
+        ep_parse_container_id(buf, ret);
+        CHECK(strcmp(ret, id) == 0);
+
+        ep_parse_container_id("0::/user.slice/user-0.slice/session-1.scope\n", ret);
+        CHECK(ret[0] == 0);
+        /* 65 hex digits is not an ID */
+        snprintf(buf, sizeof buf, "0::/x/%sa\n", id);
+        ep_parse_container_id(buf, ret);
+        CHECK(ret[0] == 0);
+}
+
+static void test_cpu_list(void) {
+        bool cpus[16];
+
+        CHECK(ep_parse_cpu_list("0-1\n", cpus, 16) == 2 && cpus[0] && cpus[1] && !cpus[2]);
+        CHECK(ep_parse_cpu_list("0,2-4,7", cpus, 16) == 5 && cpus[3] && !cpus[5] && cpus[7]);
+        CHECK(ep_parse_cpu_list("0-31", cpus, 16) == 16);
+        CHECK(ep_parse_cpu_list("3-1", cpus, 16) == -EINVAL);
+        CHECK(ep_parse_cpu_list("a", cpus, 16) == -EINVAL);
+}
+
+/* A file "identity" derived from the path, so tests need no real files. */
+static int identify_calls;
+static int fake_identify(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
+                         uint64_t *ret_size) {
+        uint64_t h = ep_hash_bytes(m->path, strlen(m->path));
+
+        identify_calls++;
+        if (strstr(m->path, "unreadable"))
+                return -EACCES;
+        memset(ret_id, 0, EP_FILE_ID_SIZE);
+        /* "(deleted)" copies of a file have the same content, hence the same ID */
+        if (strstr(m->path, "libsame"))
+                h = 42;
+        memcpy(ret_id, &h, sizeof h);
+        *ret_size = 4096;
+        return 0;
+}
+
+static const char maps_text[] =
+        "55d0c8a00000-55d0c8a01000 r--p 00000000 fd:01 100 /usr/bin/prog\n"
+        "55d0c8a01000-55d0c8a03000 r-xp 00001000 fd:01 100 /usr/bin/prog\n"
+        "55d0c8a03000-55d0c8a04000 r--p 00003000 fd:01 100 /usr/bin/prog\n"
+        "55d0ca000000-55d0ca021000 rw-p 00000000 00:00 0 [heap]\n"
+        "7f1000000000-7f1000001000 rwxp 00000000 00:00 0 \n"
+        "7f1000100000-7f1000128000 r--p 00000000 fd:01 200 /usr/lib/libc.so.6\n"
+        "7f1000128000-7f100029d000 r-xp 00028000 fd:01 200 /usr/lib/libc.so.6\n"
+        "7f1000300000-7f1000301000 r-xp 00000000 fd:01 300 /opt/libsame.so\n"
+        "7f1000400000-7f1000401000 r-xp 00000000 fd:02 301 /opt/libsame.so (deleted)\n"
+        "7f1000500000-7f1000501000 r-xp 00000000 fd:01 400 /opt/unreadable.so\n"
+        "this line is garbage\n"
+        "7ffd4b5f2000-7ffd4b5f4000 r-xp 00000000 00:00 0 [vdso]\n"
+        "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]\n";
+
+static void test_mapping_cache(void) {
+        _cleanup_(ep_proc_table_freep) EpProcTable *t = NULL;
+        const EpMapping *m;
+        EpProcess *p;
+        FILE *f;
+        uint32_t prog_key, libc_key;
+
+        CHECK(ep_proc_table_new("/nonexistent-proc", 0, &t) == 0);
+        ep_proc_table_set_identify(t, fake_identify, NULL);
+
+        /* A pid that cannot be read is still tracked (its samples are kept). */
+        CHECK(ep_proc_table_add(t, 4242, &p) == 0);
+        CHECK(p->gone && p->n_mappings == 0);
+        CHECK(ep_proc_table_get(t, 4242) == p);
+        CHECK(ep_proc_table_n_processes(t) == 1);
+
+        f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
+        assert(f);
+        CHECK(ep_process_load_maps(t, p, f) == 0);
+        fclose(f);
+
+        /* executable mappings only: prog, anon rwx, libc, libsame x2, unreadable, vdso, vsyscall */
+        CHECK(p->n_mappings == 8);
+        /* identify once per (dev, inode); the two libsame inodes share one file ID */
+        CHECK(identify_calls == 5);
+        CHECK(ep_proc_table_n_files(t) == 3);
+
+        m = ep_process_find_mapping(p, 0x55d0c8a01234);
+        CHECK(m && m->file_key != 0);
+        prog_key = m ? m->file_key : 0;
+        CHECK(m && 0x55d0c8a01234 - m->start + m->pgoff == 0x1234);
+        CHECK(ep_proc_table_file(t, prog_key) && strcmp(ep_proc_table_file(t, prog_key)->path, "/usr/bin/prog") == 0);
+
+        m = ep_process_find_mapping(p, 0x7f1000128000);
+        CHECK(m && m->file_key != 0 && m->file_key != prog_key && m->pgoff == 0x28000);
+        libc_key = m ? m->file_key : 0;
+        CHECK(libc_key != prog_key);
+
+        CHECK(ep_process_find_mapping(p, 0x55d0c8a00fff) == NULL); /* r--p: not executable */
+        CHECK(ep_process_find_mapping(p, 0x55d0c8a03000) == NULL); /* end is exclusive */
+        m = ep_process_find_mapping(p, 0x7f1000000010);           /* anonymous rwx (JIT) */
+        CHECK(m && m->file_key == 0);
+        m = ep_process_find_mapping(p, 0x7ffd4b5f2100);           /* vdso: no file */
+        CHECK(m && m->file_key == 0);
+        m = ep_process_find_mapping(p, 0x7f1000500000);           /* cannot be opened */
+        CHECK(m && m->file_key == 0);
+
+        {
+                const EpMapping *a = ep_process_find_mapping(p, 0x7f1000300000);
+                const EpMapping *b = ep_process_find_mapping(p, 0x7f1000400000);
+                CHECK(a && b && a->file_key && a->file_key == b->file_key);
+        }
+        CHECK(ep_process_find_mapping(p, 0x1000) == NULL);
+        CHECK(ep_process_find_mapping(p, 0xfffffffffffff000) == NULL);
+
+        /* A second process mapping the same files reuses the keys without identifying again. */
+        CHECK(ep_proc_table_add(t, 4243, &p) == 0);
+        f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
+        assert(f);
+        CHECK(ep_process_load_maps(t, p, f) == 0);
+        fclose(f);
+        CHECK(identify_calls == 6); /* only the unreadable one is retried */
+        m = ep_process_find_mapping(p, 0x55d0c8a01000);
+        CHECK(m && m->file_key == prog_key);
+        CHECK(ep_proc_table_n_files(t) == 3);
+
+        {
+                uint8_t id[EP_FILE_ID_SIZE];
+                memcpy(id, ep_proc_table_file(t, libc_key)->id, sizeof id);
+                CHECK(ep_proc_table_find_file_id(t, id) == libc_key);
+                id[0] ^= 1;
+                CHECK(ep_proc_table_find_file_id(t, id) == 0);
+        }
+
+        ep_proc_table_remove(t, 4242);
+        CHECK(ep_proc_table_get(t, 4242) == NULL);
+        CHECK(ep_proc_table_n_processes(t) == 1);
+}
+
+int main(void) {
+        test_maps_line();
+        test_stat();
+        test_container_id();
+        test_cpu_list();
+        test_mapping_cache();
+        if (failures) {
+                fprintf(stderr, "%d check(s) failed\n", failures);
+                return 1;
+        }
+        printf("ok\n");
+        return 0;
+}

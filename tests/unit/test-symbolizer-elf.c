@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: MIT */
+/* ELF symbolization against a program built with known functions (test-symbolizer-target.c),
+ * not stripped and stripped (.dynsym only). File offsets come from the running target itself
+ * (its /proc/self/maps), exactly as the loader computes them, so the test does not share the
+ * code under test for the expected values. */
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "elf-symbols.h"
+#include "resolver.h"
+#include "test-util.h"
+
+#define MAX_NAMES 16
+
+static struct {
+        char name[64];
+        uint64_t offset;
+} offsets[MAX_NAMES];
+static size_t n_offsets;
+
+static uint64_t offset_of(const char *name) {
+        for (size_t i = 0; i < n_offsets; i++)
+                if (streq(offsets[i].name, name))
+                        return offsets[i].offset;
+        TEST_FAIL("the target did not print %s", name);
+}
+
+static void read_offsets(const char *target) {
+        char cmd[4096], line[256];
+
+        snprintf(cmd, sizeof cmd, "'%s' offsets", target);
+        FILE *p = popen(cmd, "r");
+        CHECK(p);
+        while (fgets(line, sizeof line, p) && n_offsets < MAX_NAMES) {
+                unsigned long long off;
+                if (sscanf(line, "%63s %llu", offsets[n_offsets].name, &off) == 2)
+                        offsets[n_offsets++].offset = off;
+        }
+        pclose(p);
+        CHECK_INT(n_offsets, 8);
+}
+
+static EpElfFile *open_elf(const char *path) {
+        EpElfFile *f = NULL;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        CHECK(fd >= 0);
+        CHECK_INT(ep_elf_open(fd, &f), 0);
+        return f;
+}
+
+static uint64_t vaddr_of(EpElfFile *f, const char *name) {
+        uint64_t v = 0;
+        CHECK_INT(ep_elf_offset_to_vaddr(f, offset_of(name), &v), 0);
+        return v;
+}
+
+static void check_lookup(EpElfFile *f, uint64_t vaddr, const char *expect, uint64_t expect_start) {
+        _cleanup_free_ char *name = NULL;
+        uint64_t start = 0;
+        int r = ep_elf_lookup(f, vaddr, &name, &start);
+
+        if (!expect) {
+                if (r == 0)
+                        TEST_FAIL("0x%" PRIx64 " resolved to %s, expected nothing", vaddr, name);
+                CHECK_INT(r, -ENOENT);
+                return;
+        }
+        if (r < 0)
+                TEST_FAIL("0x%" PRIx64 ": %s, expected %s", vaddr, strerror(-r), expect);
+        CHECK_STR(name, expect);
+        if (expect_start)
+                CHECK_U64(start, expect_start);
+}
+
+static void check_functions(EpElfFile *f, bool stripped) {
+        static const char *const names[] = {
+                "sym_test_alpha", "sym_test_beta", "sym_test_local", "sym_test_gamma", "sym_test_caller", "sym_test_after",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                uint64_t v = vaddr_of(f, names[i]);
+
+                if (stripped && streq(names[i], "sym_test_local")) {
+                        /* Static: not in .dynsym; the sized symbol before it does not cover it. */
+                        _cleanup_free_ char *name = NULL;
+                        if (ep_elf_lookup(f, v, &name, NULL) == 0)
+                                CHECK(!streq(name, "sym_test_local"));
+                        continue;
+                }
+                check_lookup(f, v, names[i], v);
+                check_lookup(f, v + 1, names[i], v);
+                check_lookup(f, v + 5, names[i], v);
+        }
+
+        /* Neighbours: the functions are packed back to back. */
+        check_lookup(f, vaddr_of(f, "sym_test_beta") - 1, "sym_test_alpha", vaddr_of(f, "sym_test_alpha"));
+        if (!stripped)
+                check_lookup(f, vaddr_of(f, "sym_test_gamma") - 1, "sym_test_local", vaddr_of(f, "sym_test_local"));
+        check_lookup(f, vaddr_of(f, "sym_test_after") - 1, "sym_test_caller", vaddr_of(f, "sym_test_caller"));
+        check_lookup(f, vaddr_of(f, "ret_in_beta"), "sym_test_beta", vaddr_of(f, "sym_test_beta"));
+        check_lookup(f, vaddr_of(f, "ret_after_noreturn"), "sym_test_after", vaddr_of(f, "sym_test_after"));
+
+        /* Nothing below the first function, nothing far above the last. */
+        check_lookup(f, 1, NULL, 0);
+        check_lookup(f, UINT64_MAX - 16, NULL, 0);
+
+        /* An offset no segment maps. */
+        uint64_t v;
+        CHECK_INT(ep_elf_offset_to_vaddr(f, UINT64_MAX / 2, &v), -ENOENT);
+
+        size_t count = 0;
+        const char *table = NULL;
+        CHECK_INT(ep_elf_symbol_count(f, &count, &table), 0);
+        CHECK_STR(table, stripped ? ".dynsym" : ".symtab");
+        CHECK(count >= 7);
+        printf("%s: %zu function symbols from %s\n", stripped ? "stripped" : "unstripped", count, table);
+
+        EpBuildIds ids;
+        static const uint8_t expect_gnu[] = { 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23,
+                                              0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67 };
+        CHECK_INT(ep_elf_build_ids(f, &ids), 0);
+        CHECK_INT(ids.gnu_len, sizeof expect_gnu);
+        CHECK(memcmp(ids.gnu, expect_gnu, sizeof expect_gnu) == 0);
+        CHECK_STR(ids.go, "test-go-build-id");
+}
+
+/* ---- the resolver over a fake file source ---- */
+
+static const char *paths[8];
+
+static int fake_open_file(void *userdata, const uint8_t id[EP_FILE_ID_SIZE]) {
+        if (id[0] >= ELEMENTSOF(paths) || !paths[id[0]])
+                return -ENOENT;
+        int fd = open(paths[id[0]], O_RDONLY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+static const char kallsyms_text[] = "ffffffff81000000 T _stext\n"
+                                    "ffffffff81000100 T do_one_thing\n"
+                                    "ffffffff81000200 t helper\n"
+                                    "ffffffffc0001000 t mod_func\t[mymod]\n";
+
+static int fake_open_kallsyms(void *userdata) {
+        int fd = memfd_create("kallsyms", MFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, kallsyms_text, strlen(kallsyms_text)) != (ssize_t) strlen(kallsyms_text) ||
+            lseek(fd, 0, SEEK_SET) < 0) {
+                close(fd);
+                return -EIO;
+        }
+        return fd;
+}
+
+static const EpSymResult *sym(EpResolver *r, uint8_t kind, uint8_t file, uint64_t addr, uint8_t flags) {
+        uint8_t id[EP_FILE_ID_SIZE] = { file };
+        const EpSymResult *res = NULL;
+        CHECK_INT(ep_resolver_symbolize(r, kind, id, addr, flags, &res), 0);
+        CHECK(res);
+        return res;
+}
+
+static void check_resolver(const char *target, const char *stripped, EpElfFile *elf) {
+        EpFileSource src = { .open_file = fake_open_file, .open_kallsyms = fake_open_kallsyms };
+        EpResolverConfig cfg = EP_RESOLVER_CONFIG_DEFAULT;
+        EpSymStats stats = {};
+        _cleanup_(ep_resolver_freep) EpResolver *r = NULL;
+        const EpSymResult *res;
+        char bad[] = "/tmp/test-symbolizer-bad-XXXXXX";
+
+        int fd = mkstemp(bad);
+        CHECK(fd >= 0);
+        CHECK(write(fd, "this is not an ELF file at all, just some text\n", 47) == 47);
+        close(fd);
+
+        paths[1] = target;
+        paths[2] = stripped;
+        paths[4] = bad;
+        cfg.max_files = 2; /* exercise eviction */
+        CHECK_INT(ep_resolver_new(&src, &cfg, &stats, &r), 0);
+
+        uint64_t off = offset_of("sym_test_beta");
+        res = sym(r, EP_FRAME_NATIVE, 1, off + 3, 0);
+        CHECK_INT(res->status, EP_SYM_OK);
+        CHECK_INT(res->n_lines, 1);
+        CHECK_STR(res->lines[0].function, "sym_test_beta");
+        CHECK_STR(res->lines[0].file, "");
+        CHECK_INT(res->lines[0].line, 0);
+        CHECK_STR(res->module, "");
+        CHECK_U64(res->elf_addr, vaddr_of(elf, "sym_test_beta") + 3);
+
+        /* Same again: a cache hit. */
+        res = sym(r, EP_FRAME_NATIVE, 1, off + 3, 0);
+        CHECK_STR(res->lines[0].function, "sym_test_beta");
+        CHECK_INT(stats.cache_hits, 1);
+
+        /* A return address right after a noreturn call names the caller only with the flag. */
+        off = offset_of("ret_after_noreturn");
+        res = sym(r, EP_FRAME_NATIVE, 1, off, 0);
+        CHECK_STR(res->lines[0].function, "sym_test_after");
+        res = sym(r, EP_FRAME_NATIVE, 1, off, EP_FRAME_FLAG_RETURN_ADDRESS);
+        CHECK_STR(res->lines[0].function, "sym_test_caller");
+        CHECK_U64(res->elf_addr, vaddr_of(elf, "ret_after_noreturn")); /* the address as given */
+        res = sym(r, EP_FRAME_NATIVE, 2, off, EP_FRAME_FLAG_RETURN_ADDRESS);
+        CHECK_STR(res->lines[0].function, "sym_test_caller");
+        res = sym(r, EP_FRAME_NATIVE, 1, offset_of("ret_in_beta"), EP_FRAME_FLAG_RETURN_ADDRESS);
+        CHECK_STR(res->lines[0].function, "sym_test_beta");
+
+        /* Statuses. */
+        CHECK_INT(sym(r, EP_FRAME_NATIVE, 3, 0x1000, 0)->status, EP_SYM_NO_FILE);
+        CHECK_INT(sym(r, EP_FRAME_NATIVE, 4, 0x10, 0)->status, EP_SYM_BAD_FILE);
+        CHECK_INT(sym(r, EP_FRAME_NATIVE, 4, 0x20, 0)->status, EP_SYM_BAD_FILE); /* remembered */
+        res = sym(r, EP_FRAME_NATIVE, 1, UINT64_MAX / 2, 0);
+        CHECK_INT(res->status, EP_SYM_NOT_FOUND);
+        CHECK_INT(res->n_lines, 0);
+        CHECK_INT(sym(r, EP_FRAME_UNMAPPED, 0, 0x1234, 0)->status, EP_SYM_NOT_FOUND);
+
+        /* Eviction (2 files) and reopening give the same answers. */
+        res = sym(r, EP_FRAME_NATIVE, 1, offset_of("sym_test_gamma") + 1, 0);
+        CHECK_STR(res->lines[0].function, "sym_test_gamma");
+        CHECK(ep_resolver_files_open(r) <= 2);
+
+        /* Kernel frames. */
+        res = sym(r, EP_FRAME_KERNEL, 0, 0xffffffff81000180, 0);
+        CHECK_INT(res->status, EP_SYM_OK);
+        CHECK_STR(res->lines[0].function, "do_one_thing");
+        CHECK_STR(res->module, "");
+        CHECK_U64(res->elf_addr, 0xffffffff81000180);
+        res = sym(r, EP_FRAME_KERNEL, 0, 0xffffffff81000200, EP_FRAME_FLAG_RETURN_ADDRESS);
+        CHECK_STR(res->lines[0].function, "do_one_thing");
+        res = sym(r, EP_FRAME_KERNEL, 0, 0xffffffffc0001010, 0);
+        CHECK_STR(res->lines[0].function, "mod_func");
+        CHECK_STR(res->module, "mymod");
+        CHECK_INT(sym(r, EP_FRAME_KERNEL, 0, 0x1000, 0)->status, EP_SYM_NOT_FOUND);
+
+        /* File info. */
+        EpFileInfo info;
+        uint8_t id[EP_FILE_ID_SIZE] = { 2 };
+        CHECK_INT(ep_resolver_file_info(r, id, &info), 0);
+        CHECK_INT(info.status, EP_SYM_OK);
+        CHECK_INT(info.ids.gnu_len, 20);
+        CHECK_STR(info.ids.go, "test-go-build-id");
+        id[0] = 4;
+        CHECK_INT(ep_resolver_file_info(r, id, &info), 0);
+        CHECK_INT(info.status, EP_SYM_BAD_FILE);
+        id[0] = 5;
+        CHECK_INT(ep_resolver_file_info(r, id, &info), 0);
+        CHECK_INT(info.status, EP_SYM_NO_FILE);
+
+        CHECK(stats.resolved >= 8);
+        CHECK(stats.not_found >= 3);
+        CHECK(stats.file_errors >= 5);
+        CHECK(ep_resolver_cache_entries(r) > 0);
+        unlink(bad);
+}
+
+int main(void) {
+        const char *target = test_env("SYM_TEST_TARGET");
+        const char *stripped = test_env("SYM_TEST_TARGET_STRIPPED");
+
+        read_offsets(target);
+
+        _cleanup_(ep_elf_freep) EpElfFile *f = open_elf(target);
+        check_functions(f, false);
+        _cleanup_(ep_elf_freep) EpElfFile *s = open_elf(stripped);
+        check_functions(s, true);
+
+        check_resolver(target, stripped, f);
+
+        TEST_DONE("test-symbolizer-elf");
+}

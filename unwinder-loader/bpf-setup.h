@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The BPF side of the loader: opens and loads the skeleton (bpf/profiler.bpf.c), attaches the
+ * process exit/exec tracepoints and one software CPU-clock perf event per online CPU, and
+ * reads the per-CPU counters. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "macro.h"
+#include "profiler.h"
+
+typedef struct EpBpf EpBpf;
+
+/* Loads and attaches everything but the perf events. Errors are logged with cause and fix. */
+int ep_bpf_load(bool include_idle, EpBpf **ret);
+EpBpf *ep_bpf_free(EpBpf *b);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EpBpf *, ep_bpf_free);
+
+/* (Re-)opens the perf events on every online CPU at hz samples per second and attaches the
+ * sampling program. On failure the previous events stay in place. */
+int ep_bpf_start_sampling(EpBpf *b, uint32_t hz);
+unsigned ep_bpf_n_cpus(const EpBpf *b);
+
+/* Descriptor of the BPF ring buffer map (records of bpf/profiler.h). */
+int ep_bpf_events_fd(const EpBpf *b);
+
+/* Sums the per-CPU counters (EP_BPF_CNT_*). */
+int ep_bpf_read_counters(const EpBpf *b, uint64_t ret[EP_BPF_CNT_MAX]);

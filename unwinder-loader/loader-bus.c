@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+
+/* The org.ebpfprofiler.Loader1 object (docs/ARCHITECTURE.md). Access control is the D-Bus
+ * policy's job (units/org.ebpfprofiler.conf): the methods the unprivileged daemons call are
+ * marked unprivileged here; SetFrequency keeps sd-bus's own check (root) as well. */
+
+#include <fcntl.h>
+#include <inttypes.h>
+
+#include "bus.h"
+#include "config.h"
+#include "file-id.h"
+#include "hashmap.h"
+#include "log.h"
+#include "loader.h"
+
+#define ERROR_NO_SUCH_FILE "org.ebpfprofiler.Error.NoSuchFile"
+
+static const char *const stop_names[_EP_STOP_MAX] = {
+        [EP_STOP_OK] = "ok",
+        [EP_STOP_MAX_DEPTH] = "max-depth",
+        [EP_STOP_READ_FAILED] = "read-failed",
+        [EP_STOP_BAD_FP] = "bad-frame-pointer",
+        [EP_STOP_NO_USER_REGS] = "no-user-registers",
+        [EP_STOP_PC_ZERO] = "pc-zero",
+};
+
+static void read_counters(const Loader *l, uint64_t c[EP_BPF_CNT_MAX]) {
+        if (ep_bpf_read_counters(l->bpf, c) < 0)
+                memset(c, 0, EP_BPF_CNT_MAX * sizeof *c);
+}
+
+static int consumer_gone(sd_bus_track *t, void *userdata) {
+        Loader *l = userdata;
+
+        log_info("The trace ring's consumer left the bus; not producing traces until the next "
+                 "OpenTraceRing.");
+        l->consumer = sd_bus_track_unref(l->consumer);
+        l->ring_active = false;
+        loader_bus_emit_changes(l);
+        return 0;
+}
+
+static int method_open_trace_ring(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Loader *l = userdata;
+        uint64_t discarded;
+        int r;
+
+        discarded = ep_ring_reset(l->ring);
+        loader_ring_reset(l);
+
+        l->consumer = sd_bus_track_unref(l->consumer);
+        r = sd_bus_track_new(sd_bus_message_get_bus(m), &l->consumer, consumer_gone, l);
+        if (r >= 0)
+                r = sd_bus_track_add_sender(l->consumer, m);
+        if (r < 0)
+                log_warning_errno(r, "Cannot track the trace ring's consumer: %m");
+
+        log_info("Trace ring handed to %s (%" PRIu64 " unread records discarded).",
+                 sd_bus_message_get_sender(m) ?: "?", discarded);
+        return sd_bus_reply_method_return(m, "hh", ep_ring_memfd(l->ring), ep_ring_eventfd(l->ring));
+}
+
+static int method_open_file(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Loader *l = userdata;
+        char hex[2 * EP_FILE_ID_SIZE + 1];
+        _cleanup_close_ int fd = -EBADF;
+        const void *id;
+        size_t size;
+        uint32_t key;
+        int r;
+
+        r = sd_bus_message_read_array(m, 'y', &id, &size);
+        if (r < 0)
+                return r;
+        if (size != EP_FILE_ID_SIZE)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "A file ID is %d bytes, got %zu.",
+                                         EP_FILE_ID_SIZE, size);
+        ep_file_id_to_hex(id, hex);
+        key = ep_proc_table_find_file_id(l->procs, id);
+        fd = key ? ep_proc_table_open_file(l->procs, key) : -ENOENT;
+        if (fd < 0)
+                return sd_bus_error_setf(error, ERROR_NO_SUCH_FILE,
+                                         "No running process maps a file with ID %s any more.", hex);
+        return sd_bus_reply_method_return(m, "h", fd);
+}
+
+static int method_open_kallsyms(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_close_ int fd = open("/proc/kallsyms", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+        if (fd < 0)
+                return sd_bus_error_set_errnof(error, errno, "Cannot open /proc/kallsyms: %m");
+        return sd_bus_reply_method_return(m, "h", fd);
+}
+
+static int method_set_frequency(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Loader *l = userdata;
+        uint32_t hz;
+        int r;
+
+        r = sd_bus_message_read(m, "u", &hz);
+        if (r < 0)
+                return r;
+        if (hz < 1 || hz > LOADER_FREQUENCY_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "The frequency must be 1..%u Hz, got %u.", LOADER_FREQUENCY_MAX, hz);
+        if (hz != l->frequency) {
+                r = ep_bpf_start_sampling(l->bpf, hz);
+                if (r < 0) {
+                        loader_set_error(l, "SetFrequency(%u) failed: %s", hz, strerror(-r));
+                        return sd_bus_error_set_errnof(error, r, "Cannot re-open the perf events: %m");
+                }
+                log_info("Sampling frequency changed from %u to %u Hz.", l->frequency, hz);
+                l->frequency = hz;
+                ep_daemon_properties_changed(&l->daemon, "Frequency", "CPUs", NULL);
+        }
+        return sd_bus_reply_method_return(m, NULL);
+}
+
+static int property_get(sd_bus *bus, const char *path, const char *interface, const char *property,
+                        sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Loader *l = userdata;
+        uint64_t c[EP_BPF_CNT_MAX];
+
+        if (streq(property, "Version"))
+                return sd_bus_message_append(reply, "s", EP_VERSION);
+        if (streq(property, "Frequency"))
+                return sd_bus_message_append(reply, "u", l->frequency);
+        if (streq(property, "CPUs"))
+                return sd_bus_message_append(reply, "u", ep_bpf_n_cpus(l->bpf));
+        if (streq(property, "RingFullDrops"))
+                return sd_bus_message_append(reply, "t", ep_ring_records_dropped(l->ring));
+        if (streq(property, "TracesSent"))
+                return sd_bus_message_append(reply, "t", l->traces_sent);
+        if (streq(property, "Processes"))
+                return sd_bus_message_append(reply, "u", (uint32_t) ep_proc_table_n_processes(l->procs));
+        if (streq(property, "Files"))
+                return sd_bus_message_append(reply, "u", (uint32_t) ep_proc_table_n_files(l->procs));
+        if (streq(property, "CollectorAttached"))
+                return sd_bus_message_append(reply, "b", loader_collector_attached(l));
+        if (streq(property, "LastError"))
+                return sd_bus_message_append(reply, "s", l->last_error ?: "");
+
+        read_counters(l, c);
+        if (streq(property, "Samples"))
+                return sd_bus_message_append(reply, "t", c[EP_BPF_CNT_SAMPLES]);
+        if (streq(property, "LostSamples"))
+                return sd_bus_message_append(reply, "t", c[EP_BPF_CNT_RINGBUF_FULL]);
+        if (streq(property, "UnwindStops")) {
+                int r = sd_bus_message_open_container(reply, 'a', "{st}");
+                for (int i = 0; r >= 0 && i < _EP_STOP_MAX; i++)
+                        r = sd_bus_message_append(reply, "{st}", stop_names[i], c[EP_BPF_CNT_STOP_BASE + i]);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+                return r;
+        }
+        return sd_bus_error_setf(error, SD_BUS_ERROR_UNKNOWN_PROPERTY, "Unknown property %s", property);
+}
+
+static const sd_bus_vtable loader_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD("OpenTraceRing", "", "hh", method_open_trace_ring, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("OpenFile", "ay", "h", method_open_file, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("OpenKallsyms", "", "h", method_open_kallsyms, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("SetFrequency", "u", "", method_set_frequency, 0),
+        SD_BUS_PROPERTY("Version", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Frequency", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("CPUs", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Samples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("LostSamples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("RingFullDrops", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("TracesSent", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("UnwindStops", "a{st}", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Processes", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Files", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("CollectorAttached", "b", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("LastError", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_VTABLE_END,
+};
+
+int loader_bus_publish(Loader *l) {
+        return ep_daemon_publish(&l->daemon, EP_BUS_LOADER, EP_PATH_LOADER, EP_IFACE_LOADER, loader_vtable, l);
+}
+
+/* Emits PropertiesChanged for the statistics when any of them moved since the last call. */
+void loader_bus_emit_changes(Loader *l) {
+        uint64_t c[EP_BPF_CNT_MAX], now[ELEMENTSOF(l->published)];
+        uint64_t stops = 0;
+
+        read_counters(l, c);
+        for (int i = 0; i < _EP_STOP_MAX; i++)
+                stops = stops * 31 + c[EP_BPF_CNT_STOP_BASE + i];
+        now[0] = c[EP_BPF_CNT_SAMPLES];
+        now[1] = c[EP_BPF_CNT_RINGBUF_FULL];
+        now[2] = ep_ring_records_dropped(l->ring);
+        now[3] = l->traces_sent;
+        now[4] = stops;
+        now[5] = ep_proc_table_n_processes(l->procs) << 32 | ep_proc_table_n_files(l->procs);
+        now[6] = loader_collector_attached(l);
+        now[7] = l->last_error ? ep_hash_bytes(l->last_error, strlen(l->last_error)) : 0;
+        if (memcmp(now, l->published, sizeof now) == 0)
+                return;
+        memcpy(l->published, now, sizeof now);
+        ep_daemon_properties_changed(&l->daemon, "Samples", "LostSamples", "RingFullDrops", "TracesSent",
+                                     "UnwindStops", "Processes", "Files", "CollectorAttached", "LastError",
+                                     NULL);
+}

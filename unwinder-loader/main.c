@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+
+/* ebpf-profiler-loader: loads the eBPF sampler, turns its records into traces for the
+ * collector and serves org.ebpfprofiler.Loader1. Start-up checks name the cause and the fix of
+ * every failure that is the machine's configuration rather than a bug. */
+
+#include <bpf/libbpf.h>
+#include <getopt.h>
+#include <linux/capability.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#include "bus.h"
+#include "config.h"
+#include "log.h"
+#include "loader.h"
+
+#define DRAIN_INTERVAL_USEC (200 * 1000ULL)
+#define STATUS_INTERVAL_USEC (2 * USEC_PER_SEC)
+#define SWEEP_INTERVAL_USEC (1 * USEC_PER_SEC)
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+
+static void help(void) {
+        printf("Usage: ebpf-profiler-loader [OPTIONS]\n"
+               "\n"
+               "Samples every CPU with eBPF and hands the stacks to the collector\n"
+               "(D-Bus name " EP_BUS_LOADER ").\n"
+               "\n"
+               "  --frequency HZ       samples per second per CPU, 1..%u (default %u)\n"
+               "  --include-idle       also record samples of idle CPUs\n"
+               "  --log-level LEVEL    err, warning, notice, info (default) or debug\n"
+               "  --help               show this help\n"
+               "  --version            show the version\n",
+               LOADER_FREQUENCY_MAX, LOADER_FREQUENCY_DEFAULT);
+}
+
+/* Returns 1 to run, 0 to exit successfully, -EINVAL after a usage message. */
+static int parse_args(int argc, char **argv, Loader *l) {
+        enum { ARG_FREQUENCY = 0x100, ARG_INCLUDE_IDLE, ARG_LOG_LEVEL, ARG_VERSION };
+        static const struct option options[] = {
+                { "frequency", required_argument, NULL, ARG_FREQUENCY },
+                { "include-idle", no_argument, NULL, ARG_INCLUDE_IDLE },
+                { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                {},
+        };
+        uint64_t v;
+        int c, level;
+
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
+                switch (c) {
+                case ARG_FREQUENCY:
+                        if (ep_parse_uint(optarg, 1, LOADER_FREQUENCY_MAX, &v) < 0) {
+                                fprintf(stderr, "ebpf-profiler-loader: invalid --frequency '%s': expected an "
+                                                "integer from 1 to %u (samples per second per CPU).\n",
+                                        optarg, LOADER_FREQUENCY_MAX);
+                                return -EINVAL;
+                        }
+                        l->frequency = (uint32_t) v;
+                        break;
+                case ARG_INCLUDE_IDLE:
+                        l->include_idle = true;
+                        break;
+                case ARG_LOG_LEVEL:
+                        level = log_parse_level(optarg);
+                        if (level < 0) {
+                                fprintf(stderr, "ebpf-profiler-loader: invalid --log-level '%s': expected err, "
+                                                "warning, notice, info or debug.\n", optarg);
+                                return -EINVAL;
+                        }
+                        log_set_max_level(level);
+                        break;
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("ebpf-profiler-loader %s\n", EP_VERSION);
+                        return 0;
+                case ':':
+                        fprintf(stderr, "ebpf-profiler-loader: option '%s' needs a value (see --help).\n",
+                                argv[optind - 1]);
+                        return -EINVAL;
+                default:
+                        fprintf(stderr, "ebpf-profiler-loader: unknown option '%s' (see --help).\n",
+                                argv[optind - 1]);
+                        return -EINVAL;
+                }
+        if (optind < argc) {
+                fprintf(stderr, "ebpf-profiler-loader: unexpected argument '%s' (see --help).\n", argv[optind]);
+                return -EINVAL;
+        }
+        return 1;
+}
+
+static bool have_capability(const struct __user_cap_data_struct caps[2], int cap) {
+        return caps[cap / 32].effective & (1u << (cap % 32));
+}
+
+static int check_privileges(void) {
+        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct caps[2] = {};
+        bool bpf, perfmon;
+
+        if (syscall(SYS_capget, &hdr, caps) < 0)
+                return log_error_errno(errno, "Cannot read the process capabilities: %m");
+        bpf = have_capability(caps, CAP_BPF) || have_capability(caps, CAP_SYS_ADMIN);
+        perfmon = have_capability(caps, CAP_PERFMON) || have_capability(caps, CAP_SYS_ADMIN);
+        if (bpf && perfmon)
+                return 0;
+        if (geteuid() != 0)
+                log_error("ebpf-profiler-loader must run as root (it loads eBPF programs and opens perf "
+                          "events); it runs as uid %u%s. Start it as root, or grant CAP_BPF and "
+                          "CAP_PERFMON (plus CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE for "
+                          "/proc/PID/map_files, CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH for other users' "
+                          "processes).",
+                          (unsigned) geteuid(), bpf || perfmon ? " with only part of the capabilities" : "");
+        else
+                log_error("ebpf-profiler-loader runs as root but without %s%s%s in its effective "
+                          "capability set (a capability bounding set or a container policy took it away). "
+                          "Grant CAP_BPF and CAP_PERFMON.",
+                          bpf ? "" : "CAP_BPF", !bpf && !perfmon ? " and " : "", perfmon ? "" : "CAP_PERFMON");
+        return -EPERM;
+}
+
+static int check_btf(void) {
+        if (access("/sys/kernel/btf/vmlinux", R_OK) >= 0)
+                return 0;
+        return log_error_errno(errno,
+                               "This kernel exposes no BTF type information (/sys/kernel/btf/vmlinux: %m). "
+                               "The eBPF programs are relocated against it at load time (CO-RE). Use a "
+                               "kernel built with CONFIG_DEBUG_INFO_BTF=y (all major distributions since "
+                               "2020), version 5.17 or newer.");
+}
+
+void loader_set_error(Loader *l, const char *format, ...) {
+        char *s = NULL;
+        va_list ap;
+
+        va_start(ap, format);
+        if (vasprintf(&s, format, ap) < 0)
+                s = NULL;
+        va_end(ap);
+        if (!s)
+                return;
+        free(l->last_error);
+        l->last_error = s;
+}
+
+bool loader_collector_attached(const Loader *l) {
+        return l->consumer && sd_bus_track_count(l->consumer) > 0;
+}
+
+/* CLOCK_REALTIME - CLOCK_BOOTTIME, read between two BOOTTIME readings to halve the error. */
+static uint64_t measure_boot_to_realtime(void) {
+        uint64_t best = 0, best_gap = UINT64_MAX;
+
+        for (int i = 0; i < 5; i++) {
+                uint64_t b1 = ep_now_ns(CLOCK_BOOTTIME), rt = ep_now_ns(CLOCK_REALTIME);
+                uint64_t b2 = ep_now_ns(CLOCK_BOOTTIME);
+                if (b2 - b1 < best_gap) {
+                        best_gap = b2 - b1;
+                        best = rt - (b1 + (b2 - b1) / 2);
+                }
+        }
+        return best;
+}
+
+static int on_bpf_record(void *ctx, void *data, size_t size) {
+        Loader *l = ctx;
+        int r = loader_handle_bpf_record(l, data, size);
+
+        if (r == -EBADMSG) {
+                log_once(LOG_WARNING, "Malformed record in the BPF ring buffer (size %zu); skipped.", size);
+                loader_set_error(l, "malformed record in the BPF ring buffer");
+        } else if (r == -ENOMEM) {
+                log_once(LOG_ERR, "Out of memory while converting a trace; dropped.");
+                loader_set_error(l, "out of memory while converting a trace");
+        }
+        return 0; /* keep draining */
+}
+
+static void drain(Loader *l) {
+        int r = ring_buffer__consume(l->bpf_ring);
+
+        if (r < 0)
+                log_once_errno(LOG_WARNING, r, "Reading the BPF ring buffer failed: %m");
+        if (l->ring_dirty) {
+                (void) ep_ring_notify(l->ring); /* once per batch, not per record */
+                l->ring_dirty = false;
+        }
+}
+
+static int on_bpf_ring_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        drain(userdata);
+        return 0;
+}
+
+static int on_drain_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        drain(userdata);
+        return sd_event_source_set_time_relative(s, DRAIN_INTERVAL_USEC);
+}
+
+static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Loader *l = userdata;
+        uint64_t c[EP_BPF_CNT_MAX];
+
+        if (ep_bpf_read_counters(l->bpf, c) >= 0 && c[EP_BPF_CNT_RINGBUF_FULL] > l->lost_samples_seen) {
+                if (l->lost_samples_seen == 0)
+                        log_warning("The BPF ring buffer overflowed: samples are being lost (see the "
+                                    "LostSamples property). The loader is not draining fast enough.");
+                loader_set_error(l, "BPF ring buffer full: %" PRIu64 " samples lost so far",
+                                 c[EP_BPF_CNT_RINGBUF_FULL]);
+                l->lost_samples_seen = c[EP_BPF_CNT_RINGBUF_FULL];
+        }
+
+        loader_bus_emit_changes(l);
+        ep_daemon_status(&l->daemon, "Sampling %u CPUs at %u Hz; %" PRIu64 " traces sent, %zu processes, %zu files",
+                         ep_bpf_n_cpus(l->bpf), l->frequency, l->traces_sent,
+                         ep_proc_table_n_processes(l->procs), ep_proc_table_n_files(l->procs));
+        return sd_event_source_set_time_relative(s, STATUS_INTERVAL_USEC);
+}
+
+static int on_sweep_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        loader_sweep_processes(userdata);
+        return sd_event_source_set_time_relative(s, SWEEP_INTERVAL_USEC);
+}
+
+static int add_timer(Loader *l, sd_event_source **ret, uint64_t interval, sd_event_time_handler_t handler) {
+        int r = sd_event_add_time_relative(l->daemon.event, ret, CLOCK_MONOTONIC, interval, interval / 10,
+                                           handler, l);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(*ret, SD_EVENT_ON);
+        return r;
+}
+
+static int setup_event_sources(Loader *l) {
+        int r;
+
+        l->bpf_ring = ring_buffer__new(ep_bpf_events_fd(l->bpf), on_bpf_record, l, NULL);
+        if (!l->bpf_ring)
+                return log_error_errno(errno, "Cannot map the BPF ring buffer: %m");
+        r = sd_event_add_io(l->daemon.event, &l->bpf_ring_source, ring_buffer__epoll_fd(l->bpf_ring), EPOLLIN,
+                            on_bpf_ring_io, l);
+        if (r >= 0)
+                r = add_timer(l, &l->drain_timer, DRAIN_INTERVAL_USEC, on_drain_timer);
+        if (r >= 0)
+                r = add_timer(l, &l->status_timer, STATUS_INTERVAL_USEC, on_status_timer);
+        if (r >= 0)
+                r = add_timer(l, &l->sweep_timer, SWEEP_INTERVAL_USEC, on_sweep_timer);
+        if (r < 0)
+                return log_error_errno(r, "Cannot set up the event loop sources: %m");
+        return 0;
+}
+
+static void loader_done(Loader *l) {
+        sd_event_source_disable_unref(l->bpf_ring_source);
+        sd_event_source_disable_unref(l->drain_timer);
+        sd_event_source_disable_unref(l->status_timer);
+        sd_event_source_disable_unref(l->sweep_timer);
+        sd_bus_track_unref(l->consumer);
+        ring_buffer__free(l->bpf_ring);
+        ep_bpf_free(l->bpf);
+        ep_ring_free(l->ring);
+        ep_proc_table_free(l->procs);
+        free(l->last_error);
+        ep_daemon_done(&l->daemon);
+}
+
+int main(int argc, char **argv) {
+        static Loader loader; /* large (frame scratch): not on the stack */
+        Loader *l = &loader;
+        int r;
+
+        l->frequency = LOADER_FREQUENCY_DEFAULT;
+        log_setup("ebpf-profiler-loader");
+        r = parse_args(argc, argv, l);
+        if (r <= 0)
+                return r < 0 ? 2 : 0;
+
+        if (check_privileges() < 0 || check_btf() < 0)
+                return 1;
+
+        l->boot_to_realtime_ns = measure_boot_to_realtime();
+        r = ep_proc_table_new("/proc", l->boot_to_realtime_ns, &l->procs);
+        if (r >= 0)
+                r = ep_ring_create("ebpf-profiler-traces", LOADER_TRACE_RING_SIZE, &l->ring);
+        if (r < 0) {
+                log_error_errno(r, "Cannot allocate the loader's tables and trace ring: %m");
+                goto finish;
+        }
+
+        r = ep_bpf_load(l->include_idle, &l->bpf);
+        if (r < 0)
+                goto finish;
+        r = ep_bpf_start_sampling(l->bpf, l->frequency);
+        if (r < 0)
+                goto finish;
+
+        r = ep_daemon_setup(&l->daemon, "ebpf-profiler-loader");
+        if (r < 0)
+                goto finish;
+        r = setup_event_sources(l);
+        if (r < 0)
+                goto finish;
+        r = loader_bus_publish(l);
+        if (r < 0)
+                goto finish;
+
+        log_info("Sampling %u CPUs at %u Hz%s.", ep_bpf_n_cpus(l->bpf), l->frequency,
+                 l->include_idle ? " (idle included)" : "");
+        ep_daemon_status(&l->daemon, "Sampling %u CPUs at %u Hz", ep_bpf_n_cpus(l->bpf), l->frequency);
+        r = ep_daemon_run(&l->daemon);
+
+finish:
+        loader_done(l);
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "file-id.h"
+#include "hashmap.h"
+#include "log.h"
+#include "proc-maps.h"
+
+typedef struct InodeKey {
+        uint64_t dev, ino;
+} InodeKey;
+
+struct EpProcTable {
+        char *proc_root;
+        uint64_t boot_to_realtime_ns; /* CLOCK_REALTIME - CLOCK_BOOTTIME */
+        uint64_t tick_ns;
+        EpHashmap *procs;  /* pid_t → EpProcess * */
+        EpHashmap *inodes; /* InodeKey → uint32_t file_key */
+        EpHashmap *ids;    /* file ID → uint32_t file_key */
+        EpFile *files;     /* files[key - 1] */
+        size_t n_files, cap_files;
+        ep_file_identify_t identify;
+        void *identify_userdata;
+};
+
+static int identify_by_proc(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
+                            uint64_t *ret_size);
+
+/* Hash map values are stored unaligned: copy them in and out. */
+static void *load_ptr(const void *v) {
+        void *p;
+        memcpy(&p, v, sizeof p);
+        return p;
+}
+
+static uint32_t load_u32(const void *v) {
+        uint32_t x;
+        memcpy(&x, v, sizeof x);
+        return x;
+}
+
+int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns, EpProcTable **ret) {
+        _cleanup_(ep_proc_table_freep) EpProcTable *t = NULL;
+        long hz = sysconf(_SC_CLK_TCK);
+
+        t = calloc(1, sizeof *t);
+        if (!t)
+                return -ENOMEM;
+        t->proc_root = strdup(proc_root ?: "/proc");
+        t->procs = ep_hashmap_new(sizeof(pid_t), sizeof(EpProcess *));
+        t->inodes = ep_hashmap_new(sizeof(InodeKey), sizeof(uint32_t));
+        t->ids = ep_hashmap_new(EP_FILE_ID_SIZE, sizeof(uint32_t));
+        if (!t->proc_root || !t->procs || !t->inodes || !t->ids)
+                return -ENOMEM;
+        t->boot_to_realtime_ns = realtime_minus_boottime_ns;
+        t->tick_ns = NSEC_PER_SEC / (uint64_t) (hz > 0 ? hz : 100);
+        t->identify = identify_by_proc;
+        t->identify_userdata = t;
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+static EpProcess *process_free(EpProcess *p) {
+        if (!p)
+                return NULL;
+        free(p->exe);
+        free(p->mappings);
+        free(p);
+        return NULL;
+}
+
+EpProcTable *ep_proc_table_free(EpProcTable *t) {
+        size_t state = 0;
+        EpProcess *p;
+
+        if (!t)
+                return NULL;
+        while (t->procs && ep_proc_table_iterate(t, &state, &p))
+                process_free(p);
+        ep_hashmap_free(t->procs);
+        ep_hashmap_free(t->inodes);
+        ep_hashmap_free(t->ids);
+        for (size_t i = 0; i < t->n_files; i++)
+                free(t->files[i].path);
+        free(t->files);
+        free(t->proc_root);
+        free(t);
+        return NULL;
+}
+
+void ep_proc_table_set_identify(EpProcTable *t, ep_file_identify_t identify, void *userdata) {
+        t->identify = identify;
+        t->identify_userdata = userdata;
+}
+
+EpProcess *ep_proc_table_get(EpProcTable *t, pid_t pid) {
+        const void *v = ep_hashmap_get(t->procs, &pid);
+        return v ? load_ptr(v) : NULL;
+}
+
+bool ep_proc_table_iterate(EpProcTable *t, size_t *state, EpProcess **ret) {
+        const void *key;
+        void *value;
+
+        if (!ep_hashmap_iterate(t->procs, state, &key, &value))
+                return false;
+        *ret = load_ptr(value);
+        return true;
+}
+
+size_t ep_proc_table_n_processes(const EpProcTable *t) {
+        return ep_hashmap_size(t->procs);
+}
+
+EpFile *ep_proc_table_file(EpProcTable *t, uint32_t key) {
+        if (key == 0 || key > t->n_files)
+                return NULL;
+        return &t->files[key - 1];
+}
+
+size_t ep_proc_table_n_files(const EpProcTable *t) {
+        return t->n_files;
+}
+
+uint32_t ep_proc_table_find_file_id(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE]) {
+        const void *v = ep_hashmap_get(t->ids, id);
+        return v ? load_u32(v) : 0;
+}
+
+/* ---- /proc reading ---- */
+
+static int proc_path(const EpProcTable *t, pid_t pid, const char *what, char *buf, size_t size) {
+        int n = snprintf(buf, size, "%s/%d/%s", t->proc_root, (int) pid, what);
+        return n < 0 || (size_t) n >= size ? -ENAMETOOLONG : 0;
+}
+
+/* Reads a small /proc file into a NUL-terminated heap buffer (at most max bytes). */
+static int read_small_file(const char *path, size_t max, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0, cap = 4096;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t k;
+                if (size + 1 >= cap) {
+                        if (cap >= max)
+                                break;
+                        char *nb = realloc(buf, cap * 2);
+                        if (!nb)
+                                return -ENOMEM;
+                        buf = nb;
+                        cap *= 2;
+                }
+                k = read(fd, buf + size, cap - size - 1);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                size += k;
+        }
+        buf[size] = 0;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+static int read_metadata(EpProcTable *t, EpProcess *p, bool *ret_changed) {
+        _cleanup_free_ char *stat = NULL, *comm = NULL, *cgroup = NULL;
+        char path[PATH_MAX], exe[PATH_MAX], container_id[65];
+        uint64_t ticks;
+        ssize_t n;
+        int r;
+
+        *ret_changed = false;
+        r = proc_path(t, p->pid, "stat", path, sizeof path);
+        if (r >= 0)
+                r = read_small_file(path, 4096, &stat);
+        if (r >= 0)
+                r = ep_parse_stat_starttime(stat, &ticks);
+        if (r < 0)
+                return r;
+        if (p->start_ticks != ticks) {
+                *ret_changed = true;
+                p->start_ticks = ticks;
+                p->start_time_ns = t->boot_to_realtime_ns + ticks * t->tick_ns;
+        }
+
+        if (proc_path(t, p->pid, "comm", path, sizeof path) >= 0 && read_small_file(path, 64, &comm) >= 0) {
+                comm[strcspn(comm, "\n")] = 0;
+                if (strncmp(p->comm, comm, sizeof p->comm - 1) != 0) {
+                        *ret_changed = true;
+                        snprintf(p->comm, sizeof p->comm, "%s", comm);
+                }
+        }
+
+        exe[0] = 0;
+        if (proc_path(t, p->pid, "exe", path, sizeof path) >= 0) {
+                n = readlink(path, exe, sizeof exe - 1);
+                exe[n > 0 ? n : 0] = 0;
+        }
+        if (!p->exe || !streq(p->exe, exe)) {
+                char *e = strdup(exe);
+                if (!e)
+                        return -ENOMEM;
+                free(p->exe);
+                p->exe = e;
+                *ret_changed = true;
+        }
+
+        container_id[0] = 0;
+        if (proc_path(t, p->pid, "cgroup", path, sizeof path) >= 0 &&
+            read_small_file(path, 64 * 1024, &cgroup) >= 0)
+                ep_parse_container_id(cgroup, container_id);
+        if (!streq(container_id, p->container_id)) {
+                memcpy(p->container_id, container_id, sizeof container_id);
+                *ret_changed = true;
+        }
+        return 0;
+}
+
+/* ---- files ---- */
+
+static int open_mapping(const EpProcTable *t, pid_t pid, uint64_t start, uint64_t end, const char *file_path) {
+        char path[PATH_MAX];
+        int fd, n;
+
+        n = snprintf(path, sizeof path, "%s/%d/map_files/%" PRIx64 "-%" PRIx64, t->proc_root, (int) pid, start, end);
+        if (n < 0 || (size_t) n >= sizeof path)
+                return -ENAMETOOLONG;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd >= 0 || !file_path || file_path[0] != '/')
+                return fd >= 0 ? fd : -errno;
+        /* map_files needs CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE); the path through the
+         * process's root works for files that still exist. */
+        n = snprintf(path, sizeof path, "%s/%d/root%s", t->proc_root, (int) pid, file_path);
+        if (n < 0 || (size_t) n >= sizeof path)
+                return -ENAMETOOLONG;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        return fd >= 0 ? fd : -errno;
+}
+
+static int identify_by_proc(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
+                            uint64_t *ret_size) {
+        EpProcTable *t = userdata;
+        _cleanup_close_ int fd = open_mapping(t, pid, m->start, m->end, m->path);
+
+        if (fd < 0)
+                return fd;
+        return ep_file_id_from_fd(fd, ret_id, ret_size);
+}
+
+static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t size, const char *path,
+                    uint32_t *ret_key) {
+        void *slot;
+        EpFile *f;
+        int r;
+
+        if (t->n_files == t->cap_files) {
+                size_t cap = t->cap_files ? t->cap_files * 2 : 64;
+                EpFile *nf = realloc(t->files, cap * sizeof *nf);
+                if (!nf)
+                        return -ENOMEM;
+                t->files = nf;
+                t->cap_files = cap;
+        }
+        f = &t->files[t->n_files];
+        *f = (EpFile) { .key = (uint32_t) t->n_files + 1, .size = size };
+        memcpy(f->id, id, EP_FILE_ID_SIZE);
+        f->path = strdup(path);
+        if (!f->path)
+                return -ENOMEM;
+        r = ep_hashmap_put(t->ids, id, &slot);
+        if (r < 0) {
+                free(f->path);
+                return r;
+        }
+        memcpy(slot, &f->key, sizeof f->key);
+        t->n_files++;
+        *ret_key = f->key;
+        return 0;
+}
+
+/* The file_key of the file a mapping maps; 0 when it cannot be identified (yet). */
+static uint32_t file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m) {
+        InodeKey ik = { .dev = makedev(m->dev_major, m->dev_minor), .ino = m->inode };
+        uint8_t id[EP_FILE_ID_SIZE];
+        uint32_t key;
+        void *slot;
+        uint64_t size;
+        int r;
+
+        slot = ep_hashmap_get(t->inodes, &ik);
+        if (slot)
+                return load_u32(slot);
+
+        r = t->identify(pid, m, t->identify_userdata, id, &size);
+        if (r < 0) {
+                log_debug_errno(r, "Cannot identify %s mapped by %d: %m", m->path, (int) pid);
+                return 0;
+        }
+        key = ep_proc_table_find_file_id(t, id);
+        if (key == 0 && file_add(t, id, size, m->path, &key) < 0)
+                return 0;
+        if (ep_hashmap_put(t->inodes, &ik, &slot) >= 0)
+                memcpy(slot, &key, sizeof key);
+        return key;
+}
+
+int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
+        _cleanup_free_ char *line = NULL;
+        _cleanup_free_ EpMapping *v = NULL;
+        size_t n = 0, cap = 0, line_cap = 0;
+
+        while (getline(&line, &line_cap, maps) > 0) {
+                EpMapsLine m;
+
+                if (ep_parse_maps_line(line, &m) < 0) {
+                        log_debug("Unparsable line in maps of %d: %s", (int) p->pid, line);
+                        continue;
+                }
+                if (!m.exec)
+                        continue;
+                if (n == cap) {
+                        size_t nc = cap ? cap * 2 : 32;
+                        EpMapping *nv = realloc(v, nc * sizeof *nv);
+                        if (!nv)
+                                return -ENOMEM;
+                        v = nv;
+                        cap = nc;
+                }
+                v[n++] = (EpMapping) {
+                        .start = m.start,
+                        .end = m.end,
+                        .pgoff = m.pgoff,
+                        .file_key = ep_maps_line_is_file(&m) ? file_key_for(t, p->pid, &m) : 0,
+                };
+        }
+        if (ferror(maps))
+                return -EIO;
+        free(p->mappings);
+        p->mappings = TAKE_PTR(v);
+        p->n_mappings = n;
+        return 0;
+}
+
+static int read_maps(EpProcTable *t, EpProcess *p) {
+        char path[PATH_MAX];
+        _cleanup_fclose_ FILE *f = NULL;
+        int r;
+
+        r = proc_path(t, p->pid, "maps", path, sizeof path);
+        if (r < 0)
+                return r;
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        return ep_process_load_maps(t, p, f);
+}
+
+int ep_process_refresh(EpProcTable *t, EpProcess *p) {
+        bool changed = false;
+        int r;
+
+        p->maps_read_ns = ep_now_ns(CLOCK_MONOTONIC);
+        p->maps_stale = false;
+        r = read_metadata(t, p, &changed);
+        if (r >= 0)
+                r = read_maps(t, p);
+        if (r < 0) {
+                /* Exited (or a kernel thread's empty maps): keep what we had for traces in flight. */
+                if (!p->gone)
+                        log_debug_errno(r, "Cannot read /proc/%d: %m", (int) p->pid);
+                p->gone = true;
+                return 0;
+        }
+        p->gone = false;
+        return changed;
+}
+
+int ep_proc_table_add(EpProcTable *t, pid_t pid, EpProcess **ret) {
+        EpProcess *p;
+        void *slot;
+        int r;
+
+        p = calloc(1, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        p->pid = pid;
+        r = ep_hashmap_put(t->procs, &pid, &slot);
+        if (r < 0) {
+                process_free(p);
+                return r;
+        }
+        if (r == 0)
+                process_free(load_ptr(slot)); /* replaces a stale entry */
+        memcpy(slot, &p, sizeof p);
+        if (pid != 0)
+                (void) ep_process_refresh(t, p);
+        else {
+                p->gone = true;
+                snprintf(p->comm, sizeof p->comm, "swapper");
+        }
+        *ret = p;
+        return 0;
+}
+
+void ep_proc_table_remove(EpProcTable *t, pid_t pid) {
+        EpProcess *p;
+
+        if (ep_hashmap_remove(t->procs, &pid, &p) > 0)
+                process_free(p);
+}
+
+const EpMapping *ep_process_find_mapping(const EpProcess *p, uint64_t addr) {
+        size_t lo = 0, hi = p->n_mappings;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                const EpMapping *m = &p->mappings[mid];
+                if (addr < m->start)
+                        hi = mid;
+                else if (addr >= m->end)
+                        lo = mid + 1;
+                else
+                        return m;
+        }
+        return NULL;
+}
+
+int ep_proc_table_open_file(EpProcTable *t, uint32_t key) {
+        EpFile *f = ep_proc_table_file(t, key);
+        size_t state = 0;
+        EpProcess *p;
+
+        if (!f)
+                return -ENOENT;
+        while (ep_proc_table_iterate(t, &state, &p)) {
+                if (p->gone || p->exit_boot_ns)
+                        continue;
+                for (size_t i = 0; i < p->n_mappings; i++) {
+                        const EpMapping *m = &p->mappings[i];
+                        uint8_t id[EP_FILE_ID_SIZE];
+                        _cleanup_close_ int fd = -EBADF;
+
+                        if (m->file_key != key)
+                                continue;
+                        fd = open_mapping(t, p->pid, m->start, m->end, f->path);
+                        if (fd < 0)
+                                continue;
+                        /* The pid or the mapping may have been reused since: check it is the file. */
+                        if (ep_file_id_from_fd(fd, id, NULL) < 0 || memcmp(id, f->id, EP_FILE_ID_SIZE) != 0)
+                                continue;
+                        return TAKE_FD(fd);
+                }
+        }
+        return -ENOENT;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The loader's view of processes: per process the executable mappings (from /proc/PID/maps)
+ * with the file each one maps, and the table of distinct files. Files are identified once per
+ * (device, inode) by their file ID (common/file-id.h) and get a small file_key, the alias used
+ * in the trace ring. The table does not announce anything itself: trace-convert.c does, using
+ * the announced_gen fields. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "macro.h"
+#include "proc-parse.h"
+#include "wire.h"
+
+typedef struct EpMapping {
+        uint64_t start, end, pgoff;
+        uint32_t file_key; /* 0: anonymous, or the file could not be identified */
+} EpMapping;
+
+typedef struct EpFile {
+        uint32_t key;
+        uint8_t id[EP_FILE_ID_SIZE];
+        uint64_t size;
+        char *path;                 /* as /proc/PID/maps showed it when first seen */
+        uint64_t announced_gen;     /* trace ring generation it was last announced in */
+} EpFile;
+
+typedef struct EpProcess {
+        pid_t pid;
+        uint64_t start_ticks;        /* /proc/PID/stat starttime; 0 when unknown */
+        uint64_t start_time_ns;      /* CLOCK_REALTIME, 0 when unknown */
+        char comm[16];
+        char *exe;
+        char container_id[65];
+        EpMapping *mappings;         /* executable mappings, sorted by start */
+        size_t n_mappings;
+        uint64_t maps_read_ns;       /* CLOCK_MONOTONIC of the last read, 0 = never */
+        bool maps_stale;             /* execve() seen: read again before the next lookup */
+        bool gone;                   /* /proc/PID could not be read */
+        uint64_t exit_boot_ns;       /* CLOCK_BOOTTIME of the exit event, 0 while alive */
+        uint64_t exit_seen_ns;       /* CLOCK_MONOTONIC when the exit was seen */
+        uint64_t announced_gen;
+} EpProcess;
+
+/* How a new file is identified: fills ret_id/ret_size. The default opens the mapping through
+ * /proc/PID/map_files (falling back to /proc/PID/root/PATH) and hashes it; tests replace it. */
+typedef int (*ep_file_identify_t)(pid_t pid, const EpMapsLine *m, void *userdata,
+                                  uint8_t ret_id[EP_FILE_ID_SIZE], uint64_t *ret_size);
+
+typedef struct EpProcTable EpProcTable;
+
+int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns, EpProcTable **ret);
+EpProcTable *ep_proc_table_free(EpProcTable *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EpProcTable *, ep_proc_table_free);
+void ep_proc_table_set_identify(EpProcTable *t, ep_file_identify_t identify, void *userdata);
+
+/* The process, or NULL when it is not tracked. */
+EpProcess *ep_proc_table_get(EpProcTable *t, pid_t pid);
+/* Starts tracking pid: reads its /proc metadata and mappings. A process whose /proc entry is
+ * gone is still added (gone = true, no mappings) so its samples are kept. */
+int ep_proc_table_add(EpProcTable *t, pid_t pid, EpProcess **ret);
+void ep_proc_table_remove(EpProcTable *t, pid_t pid);
+/* Iteration over tracked processes; removing the returned one is allowed. */
+bool ep_proc_table_iterate(EpProcTable *t, size_t *state, EpProcess **ret);
+size_t ep_proc_table_n_processes(const EpProcTable *t);
+
+/* Re-reads metadata (when the process was replaced by a new one with the same pid or exec'd)
+ * and the mappings. Returns 1 when the process identity or metadata changed. */
+int ep_process_refresh(EpProcTable *t, EpProcess *p);
+/* Replaces the mappings with those parsed from a maps text (the parser behind
+ * ep_process_refresh; exposed for tests). */
+int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps);
+
+/* The executable mapping containing addr, or NULL. */
+const EpMapping *ep_process_find_mapping(const EpProcess *p, uint64_t addr);
+
+EpFile *ep_proc_table_file(EpProcTable *t, uint32_t key);
+size_t ep_proc_table_n_files(const EpProcTable *t);
+/* The key of a known file ID, 0 when unknown. */
+uint32_t ep_proc_table_find_file_id(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE]);
+
+/* Opens a read-only descriptor of file key from any tracked process that maps it, checking
+ * its file ID. -ENOENT when no live process maps it any more. */
+int ep_proc_table_open_file(EpProcTable *t, uint32_t key);
