@@ -1,0 +1,586 @@
+/* SPDX-License-Identifier: MIT */
+
+/* ebpf-profiler-exporter as a process, without root: a private dbus-daemon, this test playing
+ * the collector (org.ebpfprofiler.Collector1 with OpenExportRing() and an export ring) and a
+ * loopback HTTP server playing the OTLP receiver. Checks requests and their content, the
+ * Exporter1 counters, malformed groups, HTTP failures, Flush(), a collector restart, the idle
+ * mode and the command line. Usage: test-exporter-daemon PATH-TO-ebpf-profiler-exporter */
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+#include <zlib.h>
+
+#include "bus.h"
+#include "daemon.h"
+#include "log.h"
+#include "otlp-pb.h"
+#include "shm-ring.h"
+#include "tests.h"
+#include "wire-buf.h"
+#include "wire.h"
+
+#define START_NS 1700000000000000000ULL
+#define END_NS (START_NS + 5 * NSEC_PER_SEC)
+#define WAIT_USEC (20 * USEC_PER_SEC)
+
+typedef struct Conn {
+        int fd;
+        sd_event_source *source;
+        uint8_t *buf;
+        size_t size, cap;
+} Conn;
+
+typedef struct Ctx {
+        const char *exporter_path;
+        char dir[64], bus_address[128];
+        pid_t dbus_pid, exporter_pid;
+        sd_event *event;
+        sd_bus *bus;
+        sd_bus_slot *collector_slot;
+        EpRing *ring;
+        unsigned open_calls;
+        int listen_fd;
+        uint16_t port;
+        int http_status; /* what the receiver answers */
+        unsigned posts;  /* requests seen, whatever the answer */
+        PbRequest *requests[16];
+        size_t n_requests;
+        char content_type[128], content_encoding[64], path[128];
+} Ctx;
+
+static Ctx ctx = { .listen_fd = -1, .http_status = 200 };
+
+/* ---- helpers ---- */
+
+typedef bool (*cond_t)(void);
+
+static bool run_until(cond_t cond, uint64_t usec) {
+        uint64_t deadline = ep_now_ns(CLOCK_MONOTONIC) / 1000 + usec;
+        while (!cond()) {
+                uint64_t now = ep_now_ns(CLOCK_MONOTONIC) / 1000;
+                if (now >= deadline)
+                        return false;
+                ASSERT_OK(sd_event_run(ctx.event, MIN(deadline - now, (uint64_t) 100000)));
+        }
+        return true;
+}
+
+static uint64_t exporter_u64(const char *property) {
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        uint64_t v = 0;
+        int r = sd_bus_get_property_trivial(ctx.bus, EP_BUS_EXPORTER, EP_PATH_EXPORTER, EP_IFACE_EXPORTER,
+                                            property, &error, 't', &v);
+        if (r < 0)
+                fprintf(stderr, "get %s: %s\n", property, error.message ?: strerror(-r));
+        sd_bus_error_free(&error);
+        ASSERT_OK(r);
+        return v;
+}
+
+static char *exporter_str(const char *property) {
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        char *s = NULL;
+        int r = sd_bus_get_property_string(ctx.bus, EP_BUS_EXPORTER, EP_PATH_EXPORTER, EP_IFACE_EXPORTER,
+                                           property, &error, &s);
+        sd_bus_error_free(&error);
+        ASSERT_OK(r);
+        return s;
+}
+
+/* Waits (running the loop, so the exporter's bus calls to us are served) until a property
+ * reaches at least want. */
+static uint64_t wait_property(const char *property, uint64_t want) {
+        uint64_t deadline = ep_now_ns(CLOCK_MONOTONIC) / 1000 + WAIT_USEC, v;
+        while ((v = exporter_u64(property)) < want && ep_now_ns(CLOCK_MONOTONIC) / 1000 < deadline)
+                ASSERT_OK(sd_event_run(ctx.event, 50000));
+        return v;
+}
+
+static pid_t spawn(const char *const *argv, const char *endpoint_env) {
+        pid_t pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                setenv("DBUS_SYSTEM_BUS_ADDRESS", ctx.bus_address, 1);
+                unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+                unsetenv("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT");
+                if (endpoint_env)
+                        setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint_env, 1);
+                execv(argv[0], (char **) argv);
+                _exit(127);
+        }
+        return pid;
+}
+
+static int wait_exit(pid_t pid) {
+        int status;
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_TRUE(WIFEXITED(status));
+        return WEXITSTATUS(status);
+}
+
+static int run_exporter_cmdline(const char *const *args) {
+        const char *argv[8] = { ctx.exporter_path };
+        size_t n = 1;
+        for (; args[n - 1] && n < ELEMENTSOF(argv) - 1; n++)
+                argv[n] = args[n - 1];
+        argv[n] = NULL;
+        int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC), saved = dup(STDOUT_FILENO);
+        /* keep --help/--version output out of the test log */
+        dup2(devnull, STDOUT_FILENO);
+        pid_t pid = spawn(argv, NULL);
+        dup2(saved, STDOUT_FILENO);
+        close(saved);
+        close(devnull);
+        return wait_exit(pid);
+}
+
+/* A failed assertion exits: do not leave the daemons behind. */
+static void cleanup_children(void) {
+        char cmd[96];
+
+        if (ctx.exporter_pid > 0 && kill(ctx.exporter_pid, SIGKILL) >= 0)
+                (void) waitpid(ctx.exporter_pid, NULL, 0);
+        if (ctx.dbus_pid > 0 && kill(ctx.dbus_pid, SIGTERM) >= 0)
+                (void) waitpid(ctx.dbus_pid, NULL, 0);
+        ctx.exporter_pid = ctx.dbus_pid = 0;
+        if (ctx.dir[0]) {
+                snprintf(cmd, sizeof cmd, "rm -rf '%s'", ctx.dir);
+                (void) !system(cmd);
+                ctx.dir[0] = 0;
+        }
+}
+
+/* ---- the private bus ---- */
+
+static void start_bus(void) {
+        char config[128], socket_path[96];
+        FILE *f;
+
+        ASSERT_TRUE(mkdtemp(strcpy(ctx.dir, "/tmp/test-exporter-XXXXXX")));
+        atexit(cleanup_children);
+        snprintf(config, sizeof config, "%s/bus.conf", ctx.dir);
+        snprintf(socket_path, sizeof socket_path, "%s/bus", ctx.dir);
+        snprintf(ctx.bus_address, sizeof ctx.bus_address, "unix:path=%s", socket_path);
+        f = fopen(config, "we");
+        ASSERT_TRUE(f);
+        fprintf(f,
+                "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\"\n"
+                " \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n"
+                "<busconfig><type>session</type><listen>unix:path=%s</listen><auth>EXTERNAL</auth>\n"
+                "<policy context=\"default\"><allow user=\"*\"/><allow own=\"*\"/>"
+                "<allow send_destination=\"*\" eavesdrop=\"true\"/><allow eavesdrop=\"true\"/></policy>"
+                "</busconfig>\n", socket_path);
+        fclose(f);
+
+        ctx.dbus_pid = fork();
+        ASSERT_TRUE(ctx.dbus_pid >= 0);
+        if (ctx.dbus_pid == 0) {
+                char arg[160];
+                snprintf(arg, sizeof arg, "--config-file=%s", config);
+                execl("/usr/bin/dbus-daemon", "dbus-daemon", arg, "--nofork", "--nopidfile", (char *) NULL);
+                _exit(127);
+        }
+        for (int i = 0; i < 200 && access(socket_path, F_OK) < 0; i++)
+                usleep(20000);
+        ASSERT_OK(access(socket_path, F_OK) < 0 ? -errno : 0);
+
+        ASSERT_OK(sd_bus_new(&ctx.bus));
+        ASSERT_OK(sd_bus_set_address(ctx.bus, ctx.bus_address));
+        ASSERT_OK(sd_bus_set_bus_client(ctx.bus, true));
+        ASSERT_OK(sd_bus_start(ctx.bus));
+        ASSERT_OK(sd_bus_attach_event(ctx.bus, ctx.event, 0));
+}
+
+/* ---- the fake collector ---- */
+
+static int method_open_export_ring(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        ctx.ring = ep_ring_free(ctx.ring);
+        ASSERT_OK(ep_ring_create("test-export", 1 << 20, &ctx.ring));
+        ctx.open_calls++;
+        return sd_bus_reply_method_return(m, "hh", ep_ring_memfd(ctx.ring), ep_ring_eventfd(ctx.ring));
+}
+
+static const sd_bus_vtable collector_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD("OpenExportRing", "", "hh", method_open_export_ring, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_VTABLE_END,
+};
+
+static void collector_appear(void) {
+        ASSERT_OK(sd_bus_add_object_vtable(ctx.bus, &ctx.collector_slot, EP_PATH_COLLECTOR, EP_IFACE_COLLECTOR,
+                                           collector_vtable, NULL));
+        ASSERT_OK(sd_bus_request_name(ctx.bus, EP_BUS_COLLECTOR, 0));
+}
+
+static void collector_vanish(void) {
+        ASSERT_OK(sd_bus_release_name(ctx.bus, EP_BUS_COLLECTOR));
+        ctx.collector_slot = sd_bus_slot_unref(ctx.collector_slot);
+        ctx.ring = ep_ring_free(ctx.ring);
+}
+
+static void push(uint16_t type, EpWriter *w) {
+        ASSERT_TRUE(!w->overflow);
+        ASSERT_OK(ep_ring_push(ctx.ring, type, w->data, (uint32_t) w->size));
+        ep_writer_reset(w);
+}
+
+/* One interval: two processes sharing a native frame; 3 + 2 events. With broken set, the
+ * stack names a frame that was never defined. */
+static void push_group(uint64_t id, bool broken, bool empty) {
+        static const uint8_t file_id[16] = { 0xaa, 0xbb, 0xcc, 0xdd, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+        EpWriter w;
+
+        ep_writer_init_dynamic(&w);
+        ep_put_u64(&w, id);
+        ep_put_u64(&w, START_NS);
+        ep_put_u64(&w, END_NS);
+        ep_put_u64(&w, 50000000);
+        push(EP_MSG_EXP_BEGIN, &w);
+        if (!empty) {
+                for (uint32_t pid = 1000; pid <= 1001; pid++) {
+                        ep_put_u32(&w, pid);
+                        ep_put_str(&w, "busy");
+                        ep_put_str(&w, "/opt/busy");
+                        ep_put_str(&w, pid == 1001 ? "c0ffee" : "");
+                        push(EP_MSG_EXP_PROCESS, &w);
+                }
+                for (uint32_t ref = 1; ref <= 2; ref++) {
+                        ep_put_u32(&w, ref);
+                        ep_put_u8(&w, ref == 1 ? EP_FRAME_NATIVE : EP_FRAME_KERNEL);
+                        ep_put_bytes(&w, ref == 1 ? file_id : (const uint8_t[16]) {}, 16);
+                        ep_put_blob(&w, NULL, 0);
+                        ep_put_str(&w, ref == 1 ? "/opt/busy" : "");
+                        ep_put_u64(&w, ref == 1 ? 0x4242 : 0xffffffff81234567ULL);
+                        ep_put_u16(&w, 1);
+                        ep_put_str(&w, ref == 1 ? "spin" : "asm_sysvec_apic_timer_interrupt");
+                        ep_put_str(&w, ref == 1 ? "busy.c" : "");
+                        ep_put_u32(&w, ref == 1 ? 12 : 0);
+                        push(EP_MSG_EXP_FRAME, &w);
+                }
+                ep_put_u32(&w, 7);
+                ep_put_u32(&w, 2);
+                ep_put_u32(&w, 2);
+                ep_put_u32(&w, broken ? 99 : 1);
+                push(EP_MSG_EXP_STACK, &w);
+                for (uint32_t pid = 1000; pid <= 1001; pid++) {
+                        uint32_t n = pid == 1000 ? 3 : 2;
+                        ep_put_u32(&w, pid);
+                        ep_put_u32(&w, pid);
+                        ep_put_u32(&w, 1);
+                        ep_put_str(&w, "busy");
+                        ep_put_u32(&w, 7);
+                        ep_put_u64(&w, n);
+                        ep_put_u32(&w, n);
+                        for (uint32_t i = 0; i < n; i++)
+                                ep_put_u64(&w, START_NS + (i + 1) * 50000000ULL);
+                        push(EP_MSG_EXP_SAMPLE, &w);
+                }
+        }
+        ep_put_u64(&w, id);
+        push(EP_MSG_EXP_END, &w);
+        ASSERT_OK(ep_ring_notify(ctx.ring));
+        ep_writer_done(&w);
+}
+
+/* ---- the OTLP/HTTP receiver ---- */
+
+static void header_value(const char *headers, const char *name, char *ret, size_t size) {
+        const char *p = strcasestr(headers, name), *end;
+        ret[0] = 0;
+        if (!p)
+                return;
+        p += strlen(name);
+        while (*p == ' ')
+                p++;
+        end = strstr(p, "\r\n");
+        snprintf(ret, size, "%.*s", (int) (end ? end - p : (ptrdiff_t) strlen(p)), p);
+}
+
+static void handle_request(Conn *c, size_t header_len, size_t body_len) {
+        _cleanup_free_ uint8_t *plain = NULL;
+        char reply[256];
+        size_t plain_cap = 1 << 20;
+        z_stream z = {};
+
+        c->buf[header_len - 1] = 0; /* terminate the header block for the string searches */
+        header_value((char *) c->buf, "\r\ncontent-type:", ctx.content_type, sizeof ctx.content_type);
+        header_value((char *) c->buf, "\r\ncontent-encoding:", ctx.content_encoding, sizeof ctx.content_encoding);
+        sscanf((char *) c->buf, "POST %127s ", ctx.path);
+        ctx.posts++;
+
+        if (ctx.http_status == 200) {
+                plain = malloc(plain_cap);
+                ASSERT_TRUE(plain);
+                ASSERT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
+                z.next_in = c->buf + header_len;
+                z.avail_in = (uInt) body_len;
+                z.next_out = plain;
+                z.avail_out = (uInt) plain_cap;
+                ASSERT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
+                inflateEnd(&z);
+                ASSERT_TRUE(ctx.n_requests < ELEMENTSOF(ctx.requests));
+                ctx.requests[ctx.n_requests] = pb_request_unpack(NULL, z.total_out, plain);
+                ASSERT_TRUE(ctx.requests[ctx.n_requests]);
+                ctx.n_requests++;
+        }
+        snprintf(reply, sizeof reply,
+                 "HTTP/1.1 %d %s\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n"
+                 "Connection: close\r\n\r\n",
+                 ctx.http_status, ctx.http_status == 200 ? "OK" : "Service Unavailable");
+        ASSERT_TRUE(write(c->fd, reply, strlen(reply)) == (ssize_t) strlen(reply));
+}
+
+static void conn_free(Conn *c) {
+        sd_event_source_disable_unref(c->source);
+        close(c->fd);
+        free(c->buf);
+        free(c);
+}
+
+static int on_conn(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Conn *c = userdata;
+        const uint8_t *end;
+        ssize_t n;
+
+        if (c->cap - c->size < 65536) {
+                c->cap = c->cap * 2 + 65536;
+                c->buf = realloc(c->buf, c->cap);
+                ASSERT_TRUE(c->buf);
+        }
+        n = read(fd, c->buf + c->size, c->cap - c->size - 1);
+        if (n <= 0) {
+                conn_free(c);
+                return 0;
+        }
+        c->size += n;
+        c->buf[c->size] = 0;
+        end = memmem(c->buf, c->size, "\r\n\r\n", 4);
+        if (end) {
+                char len[32];
+                size_t header_len = end + 4 - c->buf, body_len;
+                c->buf[header_len - 1] = 0;
+                header_value((char *) c->buf, "\r\ncontent-length:", len, sizeof len);
+                c->buf[header_len - 1] = '\n';
+                body_len = strtoul(len, NULL, 10);
+                if (c->size >= header_len + body_len) {
+                        handle_request(c, header_len, body_len);
+                        conn_free(c);
+                }
+        }
+        return 0;
+}
+
+static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Conn *c;
+        int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+
+        if (cfd < 0)
+                return 0;
+        c = calloc(1, sizeof *c);
+        ASSERT_TRUE(c);
+        c->fd = cfd;
+        ASSERT_OK(sd_event_add_io(ctx.event, &c->source, cfd, EPOLLIN, on_conn, c));
+        return 0;
+}
+
+static void start_receiver(void) {
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof a;
+
+        ctx.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        ASSERT_TRUE(ctx.listen_fd >= 0);
+        ASSERT_OK(bind(ctx.listen_fd, (struct sockaddr *) &a, sizeof a) < 0 ? -errno : 0);
+        ASSERT_OK(listen(ctx.listen_fd, 16) < 0 ? -errno : 0);
+        ASSERT_OK(getsockname(ctx.listen_fd, (struct sockaddr *) &a, &len) < 0 ? -errno : 0);
+        ctx.port = ntohs(a.sin_port);
+        ASSERT_OK(sd_event_add_io(ctx.event, NULL, ctx.listen_fd, EPOLLIN, on_accept, NULL));
+}
+
+/* ---- checks ---- */
+
+static bool have_open_1(void) {
+        return ctx.open_calls >= 1;
+}
+static bool have_open_2(void) {
+        return ctx.open_calls >= 2;
+}
+static size_t want_requests;
+static bool have_requests(void) {
+        return ctx.n_requests >= want_requests;
+}
+
+static bool flush_done;
+static int on_flush_reply(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        ASSERT_TRUE(!sd_bus_message_is_method_error(m, NULL));
+        flush_done = true;
+        return 0;
+}
+static bool have_flush_reply(void) {
+        return flush_done;
+}
+
+static void check_request(const PbRequest *req) {
+        const PbDictionary *d = req->dictionary;
+        uint64_t events = 0;
+
+        ASSERT_TRUE(d);
+        ASSERT_STREQ(d->string_table[0], "");
+        ASSERT_TRUE(d->n_mapping_table == 2 && d->n_location_table == 3 && d->n_function_table == 3 &&
+                    d->n_stack_table == 2 && d->n_link_table == 1);
+        ASSERT_EQ(req->n_resource_profiles, 2);
+        for (size_t i = 0; i < req->n_resource_profiles; i++) {
+                const PbProfile *p = req->resource_profiles[i]->scope_profiles[0]->profiles[0];
+                ASSERT_EQ(p->period, 50000000);
+                ASSERT_TRUE(p->time_unix_nano == START_NS);
+                for (size_t k = 0; k < p->n_samples; k++) {
+                        ASSERT_EQ(p->samples[k]->stack_index, 1);
+                        events += p->samples[k]->n_timestamps_unix_nano;
+                }
+        }
+        ASSERT_EQ(events, 5);
+        const PbStack *st = d->stack_table[1];
+        ASSERT_EQ(st->n_location_indices, 2);
+        const PbLocation *kernel = d->location_table[st->location_indices[0]];
+        const PbLocation *native = d->location_table[st->location_indices[1]];
+        ASSERT_EQ(kernel->mapping_index, 0);
+        ASSERT_EQ(native->mapping_index, 1);
+        ASSERT_EQ(native->address, 0x4242);
+        ASSERT_STREQ(d->string_table[d->function_table[native->lines[0]->function_index]->name_strindex], "spin");
+        ASSERT_STREQ(d->string_table[d->mapping_table[1]->filename_strindex], "/opt/busy");
+}
+
+int main(int argc, char **argv) {
+        _cleanup_free_ char *endpoint = NULL, *s = NULL;
+
+        if (argc != 2) {
+                fprintf(stderr, "usage: %s PATH-TO-ebpf-profiler-exporter\n", argv[0]);
+                return EXIT_FAILURE;
+        }
+        ctx.exporter_path = argv[1];
+        if (access("/usr/bin/dbus-daemon", X_OK) < 0) {
+                printf("test-exporter-daemon: no dbus-daemon, skipped\n");
+                return 77;
+        }
+        log_set_max_level(LOG_ERR);
+        signal(SIGPIPE, SIG_IGN);
+        ASSERT_OK(sd_event_new(&ctx.event));
+        start_bus();
+        start_receiver();
+
+        /* The command line, before any daemon runs. */
+        ASSERT_EQ(run_exporter_cmdline((const char *[]) { "--version", NULL }), 0);
+        ASSERT_EQ(run_exporter_cmdline((const char *[]) { "--help", NULL }), 0);
+        ASSERT_EQ(run_exporter_cmdline((const char *[]) { "--bogus", NULL }), 2);
+        ASSERT_EQ(run_exporter_cmdline((const char *[]) { "--log-level", "loud", NULL }), 2);
+        ASSERT_EQ(run_exporter_cmdline((const char *[]) { "--endpoint", "ftp://x/y", NULL }), 2);
+        ASSERT_EQ(run_exporter_cmdline((const char *[]) { "--endpoint", NULL }), 2);
+        ASSERT_EQ(run_exporter_cmdline((const char *[]) { "extra", NULL }), 2);
+
+        /* The endpoint from $OTEL_EXPORTER_OTLP_ENDPOINT (+ the profiles path). */
+        collector_appear();
+        ASSERT_TRUE(asprintf(&endpoint, "http://127.0.0.1:%u/", ctx.port) > 0);
+        ctx.exporter_pid = spawn((const char *[]) { ctx.exporter_path, "--log-level", "warning", NULL }, endpoint);
+        ASSERT_TRUE(run_until(have_open_1, WAIT_USEC));
+        ASSERT_EQ(wait_property("Intervals", 0), 0);
+        s = exporter_str("Endpoint");
+        free(endpoint);
+        ASSERT_TRUE(asprintf(&endpoint, "http://127.0.0.1:%u/v1development/profiles", ctx.port) > 0);
+        ASSERT_STREQ(s, endpoint);
+        free(s);
+        s = exporter_str("Protocol");
+        ASSERT_STREQ(s, "http/protobuf");
+
+        /* One interval → one request with the right headers and content. */
+        push_group(1, false, false);
+        want_requests = 1;
+        ASSERT_TRUE(run_until(have_requests, WAIT_USEC));
+        ASSERT_STREQ(ctx.path, "/v1development/profiles");
+        ASSERT_STREQ(ctx.content_type, "application/x-protobuf");
+        ASSERT_STREQ(ctx.content_encoding, "gzip");
+        check_request(ctx.requests[0]);
+        ASSERT_EQ(wait_property("RequestsSent", 1), 1);
+        ASSERT_TRUE(exporter_u64("BytesSent") > 0);
+        ASSERT_EQ(exporter_u64("Intervals"), 1);
+
+        /* A malformed group is dropped and counted; the next one goes through. */
+        push_group(2, true, false);
+        push_group(3, false, false);
+        want_requests = 2;
+        ASSERT_TRUE(run_until(have_requests, WAIT_USEC));
+        check_request(ctx.requests[1]);
+        ASSERT_EQ(wait_property("DecodeErrors", 1), 1);
+        ASSERT_EQ(wait_property("Intervals", 2), 2);
+
+        /* An empty interval sends nothing. */
+        push_group(4, false, true);
+        ASSERT_EQ(wait_property("Intervals", 3), 3);
+
+        /* The receiver fails: counted, LastError says why; Flush() answers once it is over. */
+        ctx.http_status = 503;
+        push_group(5, false, false);
+        ASSERT_OK(sd_bus_call_method_async(ctx.bus, NULL, EP_BUS_EXPORTER, EP_PATH_EXPORTER, EP_IFACE_EXPORTER,
+                                           "Flush", on_flush_reply, NULL, ""));
+        ASSERT_TRUE(run_until(have_flush_reply, WAIT_USEC));
+        ASSERT_EQ(ctx.posts, 3);
+        ASSERT_EQ(exporter_u64("RequestsFailed"), 1);
+        free(s);
+        s = exporter_str("LastError");
+        ASSERT_TRUE(strstr(s, "HTTP 503"));
+        ASSERT_EQ(exporter_u64("RequestsSent"), 2);
+        ctx.http_status = 200;
+
+        /* The collector goes away and comes back with a new ring: the exporter re-attaches. */
+        collector_vanish();
+        collector_appear();
+        ASSERT_TRUE(run_until(have_open_2, WAIT_USEC));
+        push_group(6, false, false);
+        want_requests = 3;
+        ASSERT_TRUE(run_until(have_requests, WAIT_USEC));
+        check_request(ctx.requests[2]);
+
+        /* SIGTERM: a clean exit. */
+        kill(ctx.exporter_pid, SIGTERM);
+        ASSERT_EQ(wait_exit(ctx.exporter_pid), 0);
+        ctx.exporter_pid = 0;
+
+        /* Without an endpoint: idle, Endpoint "", no OpenExportRing() call. */
+        ctx.exporter_pid = spawn((const char *[]) { ctx.exporter_path, "--log-level", "warning", NULL }, NULL);
+        for (int i = 0; i < 100; i++) {
+                sd_bus_error error = SD_BUS_ERROR_NULL;
+                char *e = NULL;
+                int r = sd_bus_get_property_string(ctx.bus, EP_BUS_EXPORTER, EP_PATH_EXPORTER, EP_IFACE_EXPORTER,
+                                                   "Endpoint", &error, &e);
+                sd_bus_error_free(&error);
+                if (r >= 0) {
+                        ASSERT_STREQ(e, "");
+                        free(e);
+                        break;
+                }
+                ASSERT_TRUE(i < 99);
+                sd_event_run(ctx.event, 50000);
+        }
+        ASSERT_OK(sd_bus_call_method(ctx.bus, EP_BUS_EXPORTER, EP_PATH_EXPORTER, EP_IFACE_EXPORTER, "Flush",
+                                     NULL, NULL, ""));
+        ASSERT_EQ(ctx.open_calls, 2);
+        kill(ctx.exporter_pid, SIGTERM);
+        ASSERT_EQ(wait_exit(ctx.exporter_pid), 0);
+        ctx.exporter_pid = 0;
+
+        for (size_t i = 0; i < ctx.n_requests; i++)
+                pb_request_free_unpacked(ctx.requests[i], NULL);
+        ctx.ring = ep_ring_free(ctx.ring);
+        ctx.collector_slot = sd_bus_slot_unref(ctx.collector_slot);
+        sd_bus_flush_close_unref(ctx.bus);
+        cleanup_children();
+        return tests_summary("test-exporter-daemon");
+}
