@@ -5,7 +5,9 @@ import os
 import signal
 import sqlite3
 import subprocess
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,9 +39,13 @@ def cli(*args, env=None, check=True, timeout=60):
 class Profiler:
     """`ebpf-profiler run` in the background, with everything a test needs to talk to it."""
 
-    def __init__(self, tmp: Path, extra_args=()):
-        self.tmp = tmp
-        self.store = tmp / "profiles.db"
+    def __init__(self, extra_args=()):
+        # The unprivileged daemons must reach the private bus socket and the store, so this
+        # cannot live under pytest's 0700 temporary directory.
+        self.tmp = Path(tempfile.mkdtemp(prefix="ep-e2e-"))
+        self.tmp.chmod(0o755)
+        tmp = self.tmp
+        self.store = tmp / "store" / "profiles.db"
         self.runtime = tmp / "run"
         self.log = open(tmp / "run.log", "w+")
         self.env = dict(os.environ, EBPF_PROFILER_RUNTIME_DIR=str(self.runtime))
@@ -110,6 +116,7 @@ class Profiler:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def db(self):
         con = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True, timeout=10)

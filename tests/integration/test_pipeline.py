@@ -24,10 +24,9 @@ def receiver():
 
 
 @pytest.fixture(scope="module")
-def profiler(tmp_path_factory, receiver):
+def profiler(receiver):
     need_root()
-    p = Profiler(tmp_path_factory.mktemp("e2e"),
-                 ["--otlp-endpoint", f"http://127.0.0.1:{receiver.port}/v1development/profiles"])
+    p = Profiler(["--otlp-endpoint", f"http://127.0.0.1:{receiver.port}/v1development/profiles"])
     yield p
     p.stop()
 

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT */
+/* Collector state, and closing intervals: an interval closes on the timer or Flush(), waits
+ * briefly for the symbols of its frames, then goes to the store and the export ring. */
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <time.h>
+
+#include "array.h"
+#include "collector.h"
+#include "log.h"
+
+int collector_init(Collector *c) {
+        int r;
+
+        *c = (Collector) {
+                .interval_ns = COLLECTOR_DEFAULT_INTERVAL_NS,
+                .frequency_hz = COLLECTOR_DEFAULT_FREQUENCY_HZ,
+                .next_seq = 1,
+        };
+        r = file_table_init(&c->files);
+        if (r < 0)
+                return r;
+        r = frame_table_init(&c->frames);
+        if (r < 0)
+                return r;
+        r = stack_table_init(&c->stacks);
+        if (r < 0)
+                return r;
+        r = process_table_init(&c->processes);
+        if (r < 0)
+                return r;
+        return interval_new(c->next_seq++, ep_now_ns(CLOCK_REALTIME), &c->current);
+}
+
+void collector_done(Collector *c) {
+        for (size_t i = 0; i < c->n_waiters; i++)
+                sd_bus_message_unref(c->waiters[i]);
+        free(c->waiters);
+        interval_free(c->current);
+        interval_free(c->closing);
+        interval_refs_done(&c->closing_refs);
+        free(c->dirty_frames);
+        free(c->dirty_files);
+        free(c->sym.frame_queue);
+        free(c->sym.file_queue);
+        ep_ring_free(c->sym.req);
+        ep_ring_free(c->sym.resp);
+        ep_ring_free(c->trace_ring);
+        ep_ring_free(c->export_ring);
+        store_free(c->store);
+        file_table_done(&c->files);
+        frame_table_done(&c->frames);
+        stack_table_done(&c->stacks);
+        process_table_done(&c->processes);
+        free(c->last_error);
+        free(c->store_path);
+        *c = (Collector) {};
+}
+
+void collector_set_error(Collector *c, const char *format, ...) {
+        va_list ap;
+        char *s = NULL;
+
+        va_start(ap, format);
+        if (vasprintf(&s, format, ap) < 0)
+                s = NULL;
+        va_end(ap);
+        if (!s)
+                return;
+        free(c->last_error);
+        c->last_error = s;
+        c->last_error_gen++;
+}
+
+void interval_refs_done(IntervalRefs *refs) {
+        free(refs->files);
+        free(refs->frames);
+        free(refs->stacks);
+        free(refs->processes);
+        *refs = (IntervalRefs) {};
+}
+
+/* Collects each used process, stack, frame and file once (marking them with the interval's
+ * seq) and numbers frames and stacks for the export group. */
+int interval_collect_refs(Collector *c, Interval *iv, IntervalRefs *refs) {
+        uint64_t mark = iv->seq;
+        size_t state = 0;
+        const void *k;
+        void *v;
+        int r;
+
+        interval_refs_done(refs);
+        while (ep_hashmap_iterate(iv->samples, &state, &k, &v)) {
+                const SampleKey *key = k;
+                Process *p = process_table_get(&c->processes, key->process);
+                Stack *s = &c->stacks.items[key->stack];
+
+                if (p && p->mark != mark) {
+                        p->mark = mark;
+                        r = ARRAY_PUSH(refs->processes, refs->n_processes, refs->cap_processes, key->process);
+                        if (r < 0)
+                                return r;
+                }
+                if (s->mark == mark)
+                        continue;
+                s->mark = mark;
+                s->ref = (uint32_t) refs->n_stacks;
+                r = ARRAY_PUSH(refs->stacks, refs->n_stacks, refs->cap_stacks, key->stack);
+                if (r < 0)
+                        return r;
+
+                const uint32_t *frames = stack_table_frames(&c->stacks, key->stack);
+                for (uint32_t i = 0; i < s->n; i++) {
+                        Frame *f = &c->frames.items[frames[i]];
+
+                        if (f->mark == mark)
+                                continue;
+                        f->mark = mark;
+                        f->ref = (uint32_t) refs->n_frames;
+                        r = ARRAY_PUSH(refs->frames, refs->n_frames, refs->cap_frames, frames[i]);
+                        if (r < 0)
+                                return r;
+                        if (f->file == 0)
+                                continue;
+                        FileEntry *file = &c->files.items[f->file];
+                        if (file->mark == mark)
+                                continue;
+                        file->mark = mark;
+                        r = ARRAY_PUSH(refs->files, refs->n_files, refs->cap_files, f->file);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
+bool interval_refs_pending(Collector *c, const IntervalRefs *refs) {
+        for (size_t i = 0; i < refs->n_frames; i++)
+                if (sym_state_pending(c->frames.items[refs->frames[i]].sym_state))
+                        return true;
+        for (size_t i = 0; i < refs->n_files; i++)
+                if (sym_state_pending(c->files.items[refs->files[i]].sym_state))
+                        return true;
+        return false;
+}
+
+static void answer_waiters(Collector *c, int error) {
+        for (size_t i = 0; i < c->n_waiters; i++) {
+                sd_bus_message *m = c->waiters[i];
+
+                if (error < 0)
+                        (void) sd_bus_reply_method_errorf(m, SD_BUS_ERROR_FAILED,
+                                                          "Writing the interval failed: %s",
+                                                          c->last_error ?: strerror(-error));
+                else
+                        (void) sd_bus_reply_method_return(m, NULL);
+                sd_bus_message_unref(m);
+        }
+        c->n_waiters = 0;
+}
+
+void collector_finish_closing(Collector *c) {
+        _cleanup_(interval_freep) Interval *iv = TAKE_PTR(c->closing);
+        int64_t id = 0;
+        int r = 0;
+
+        c->wait_timer = sd_event_source_disable_unref(c->wait_timer);
+        if (!iv) {
+                answer_waiters(c, 0);
+                return;
+        }
+
+        if (c->store) {
+                r = collector_persist(c, iv, &c->closing_refs, &id);
+                if (r < 0) {
+                        c->store_errors++;
+                        collector_set_error(c, "Writing interval to %s failed: %s",
+                                            store_path(c->store), store_last_error(c->store));
+                }
+        }
+        if (iv->n_samples > 0) {
+                /* The store's interval id names it everywhere; without a store, our number. */
+                uint64_t exported_id = id > 0 ? (uint64_t) id : iv->seq;
+
+                if (r >= 0)
+                        c->intervals++;
+                if (c->export_ring)
+                        (void) collector_export(c, iv, &c->closing_refs, exported_id);
+                log_struct_id(c->intervals <= 1 ? LOG_INFO : LOG_DEBUG, MESSAGE_ID_INTERVAL_WRITTEN,
+                              "Interval %" PRIu64 ": %" PRIu64 " samples, %zu stacks, %zu frames.",
+                              exported_id, iv->n_samples, c->closing_refs.n_stacks, c->closing_refs.n_frames);
+        }
+        if (c->have_daemon)
+                ep_daemon_status(&c->daemon, "%" PRIu64 " intervals, %" PRIu64 " samples written, "
+                                 "%zu stacks, %zu frames", c->intervals, c->samples_written,
+                                 c->stacks.n, c->frames.n);
+
+        process_table_gc(&c->processes, iv->seq);
+        interval_refs_done(&c->closing_refs);
+        answer_waiters(c, r);
+}
+
+void collector_check_closing(Collector *c) {
+        if (c->closing && !interval_refs_pending(c, &c->closing_refs))
+                collector_finish_closing(c);
+}
+
+static int on_wait_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        Collector *c = userdata;
+
+        log_debug("Symbols still pending after %llu ms; writing the interval anyway.",
+                  (unsigned long long) (COLLECTOR_SYMBOL_WAIT_NS / NSEC_PER_MSEC));
+        collector_finish_closing(c);
+        return 0;
+}
+
+int collector_close_interval(Collector *c, sd_bus_message *waiter) {
+        uint64_t now;
+        int r;
+
+        /* Take in what is already in the ring so the interval is complete. */
+        collector_drain_traces(c);
+        if (c->closing)
+                collector_finish_closing(c);
+
+        now = ep_now_ns(CLOCK_REALTIME);
+        Interval *next;
+        r = interval_new(c->next_seq++, now, &next);
+        if (r < 0)
+                return r;
+        c->current->end_ns = now;
+        c->closing = c->current;
+        c->current = next;
+
+        if (waiter) {
+                r = ARRAY_PUSH(c->waiters, c->n_waiters, c->cap_waiters, sd_bus_message_ref(waiter));
+                if (r < 0) {
+                        sd_bus_message_unref(waiter);
+                        return r;
+                }
+        }
+
+        r = interval_collect_refs(c, c->closing, &c->closing_refs);
+        if (r < 0) {
+                interval_refs_done(&c->closing_refs);
+                log_error_errno(r, "Cannot collect what the interval uses: %m");
+                c->closing = interval_free(c->closing);
+                answer_waiters(c, r);
+                return 0; /* reported to the waiters */
+        }
+
+        collector_sym_flush(c);
+        collector_sym_drain(c);
+        if (!c->closing)
+                return 0; /* drained responses completed it */
+        if (!c->have_daemon || !collector_sym_attached(c) || !interval_refs_pending(c, &c->closing_refs)) {
+                collector_finish_closing(c);
+                return 0;
+        }
+
+        r = sd_event_add_time_relative(c->daemon.event, &c->wait_timer, CLOCK_MONOTONIC,
+                                       COLLECTOR_SYMBOL_WAIT_NS / 1000, 10 * 1000,
+                                       on_wait_timeout, c);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot wait for symbols: %m");
+                collector_finish_closing(c);
+        }
+        return 0;
+}
+
+uint64_t collector_period_ns(const Collector *c) {
+        return NSEC_PER_SEC / (c->frequency_hz ?: COLLECTOR_DEFAULT_FREQUENCY_HZ);
+}

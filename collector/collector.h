@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The collector's state: de-duplication tables, the open and the closing interval, the
+ * symbolizer session, the store, the peers' rings and the counters published on D-Bus.
+ * collector_init()/collector_done() cover the data-only part so tests can drive intake and
+ * interval writing without a bus; collector_bus_*() adds the daemon side. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "daemon.h"
+#include "files.h"
+#include "frames.h"
+#include "interval.h"
+#include "processes.h"
+#include "shm-ring.h"
+#include "stacks.h"
+#include "store.h"
+
+#define COLLECTOR_DEFAULT_INTERVAL_NS (5 * NSEC_PER_SEC)
+#define COLLECTOR_DEFAULT_FREQUENCY_HZ 20
+#define COLLECTOR_SYMBOL_WAIT_NS (1500 * NSEC_PER_MSEC)
+#define COLLECTOR_DRAIN_PERIOD_NS (100 * NSEC_PER_MSEC)
+#define COLLECTOR_PROPERTIES_PERIOD_NS (2 * NSEC_PER_SEC)
+#define COLLECTOR_EXPORT_RING_SIZE (8u << 20)
+
+/* Everything one interval uses, collected when it closes; each list holds table indices. */
+typedef struct IntervalRefs {
+        uint32_t *files, *frames, *stacks, *processes;
+        size_t n_files, n_frames, n_stacks, n_processes;
+        size_t cap_files, cap_frames, cap_stacks, cap_processes;
+} IntervalRefs;
+
+typedef struct SymClient {
+        EpRing *req, *resp;
+        sd_event_source *resp_io;
+        sd_bus_slot *call;
+        EpPeerWatch *watch;
+        /* Not yet written to the request ring (frame / file indices). */
+        uint32_t *frame_queue, *file_queue;
+        size_t n_frame_queue, cap_frame_queue, n_file_queue, cap_file_queue;
+        uint64_t requests_sent, responses;
+} SymClient;
+
+typedef struct Collector {
+        /* configuration */
+        char *store_path;
+        uint64_t interval_ns;
+
+        /* de-duplication tables */
+        FileTable files;
+        FrameTable frames;
+        StackTable stacks;
+        ProcessTable processes;
+
+        /* aggregation */
+        Interval *current;
+        Interval *closing; /* closed, waiting (briefly) for symbols before it is written */
+        IntervalRefs closing_refs;
+        uint64_t next_seq;
+        sd_bus_message **waiters; /* Flush() calls answered when closing is written */
+        size_t n_waiters, cap_waiters;
+
+        /* rows written before their symbols/build IDs/names arrived: UPDATE with the next write */
+        uint32_t *dirty_frames, *dirty_files;
+        size_t n_dirty_frames, cap_dirty_frames, n_dirty_files, cap_dirty_files;
+
+        Store *store;
+        SymClient sym;
+
+        /* daemon side (collector-bus.c); unused by unit tests */
+        EpDaemon daemon;
+        bool have_daemon;
+        sd_event_source *interval_timer, *drain_timer, *wait_timer, *props_timer;
+        EpRing *trace_ring;
+        sd_event_source *trace_io;
+        sd_bus_slot *loader_call, *loader_freq_call, *loader_props_match;
+        EpPeerWatch *loader_watch;
+        uint32_t frequency_hz;
+        EpRing *export_ring;
+        EpPeerWatch *exporter_watch;
+        uint64_t props_sent[16];
+        uint64_t last_error_gen, props_error_gen;
+
+        /* counters (D-Bus properties) */
+        uint64_t traces;
+        uint64_t decode_errors;
+        uint64_t intervals;
+        uint64_t samples_written;
+        uint64_t export_drops;
+        uint64_t store_errors;
+        uint32_t pending_symbols; /* frames queued or requested */
+        char *last_error;
+} Collector;
+
+int collector_init(Collector *c);
+void collector_done(Collector *c);
+void collector_set_error(Collector *c, const char *format, ...) _printf_(2, 3);
+
+/* intake.c: one trace-ring record. Bad records are counted in decode_errors and return
+ * -EBADMSG; only allocation failures are otherwise fatal. */
+int collector_intake(Collector *c, uint16_t type, const void *payload, size_t len);
+/* Checks an EP_MSG_TRACE record's counts against its length. */
+int trace_msg_validate(const void *payload, size_t len);
+/* Reads everything in the trace ring. */
+void collector_drain_traces(Collector *c);
+void collector_detach_loader(Collector *c);
+
+/* symbolize-client.c */
+int collector_sym_queue_frame(Collector *c, uint32_t idx);
+int collector_sym_queue_file(Collector *c, uint32_t idx);
+/* Writes queued requests while the request ring has room, then wakes the symbolizer. */
+void collector_sym_flush(Collector *c);
+/* Applies one response-ring record. */
+int collector_sym_apply(Collector *c, uint16_t type, const void *payload, size_t len);
+void collector_sym_drain(Collector *c);
+/* Puts every unanswered request back in the queue (the session went away or was replaced). */
+int collector_sym_requeue(Collector *c);
+int collector_sym_attach(Collector *c, int req_ring, int req_efd, int resp_ring, int resp_efd);
+void collector_sym_detach(Collector *c);
+static inline bool collector_sym_attached(const Collector *c) {
+        return c->sym.req && c->sym.resp;
+}
+
+/* collector.c: closing intervals */
+/* Closes the current interval; waiter (a Flush() call, may be NULL) is answered once it is
+ * written. Writes at once when nothing is pending or no symbolizer is there to answer. */
+int collector_close_interval(Collector *c, sd_bus_message *waiter);
+/* Writes the closing interval now (store, export ring) and answers waiters. */
+void collector_finish_closing(Collector *c);
+/* Called after responses were applied: finishes the closing interval when it waits no more. */
+void collector_check_closing(Collector *c);
+int interval_collect_refs(Collector *c, Interval *iv, IntervalRefs *refs);
+void interval_refs_done(IntervalRefs *refs);
+bool interval_refs_pending(Collector *c, const IntervalRefs *refs);
+
+/* persist.c: one transaction for the interval (iv may be NULL: only pending updates). */
+int collector_persist(Collector *c, Interval *iv, const IntervalRefs *refs, int64_t *ret_id);
+
+/* export-ring.c */
+int collector_export_open(Collector *c, int *ret_memfd, int *ret_eventfd);
+void collector_export_close(Collector *c);
+/* Writes the interval as one BEGIN..END group; a full ring counts an export drop. */
+int collector_export(Collector *c, Interval *iv, const IntervalRefs *refs, uint64_t interval_id);
+
+/* collector-bus.c */
+int collector_bus_setup(Collector *c);
+void collector_bus_done(Collector *c);
+uint64_t collector_period_ns(const Collector *c);

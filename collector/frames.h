@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Unique frames, de-duplicated by (kind, file, addr, return-address flag). A frame's index is
+ * stable for the life of the process; it is also the cookie of its symbolization request. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hashmap.h"
+#include "symbol.h"
+
+typedef struct Frame {
+        uint64_t addr;     /* file offset (native) / kernel address / raw value */
+        uint64_t elf_addr; /* once symbolized */
+        int64_t store_id;  /* frames.id, 0 while not in the store */
+        uint64_t mark;     /* interval seq that last collected it */
+        uint32_t file;     /* FileTable index, 0 = none */
+        uint32_t ref;      /* frame_ref inside the export group being built (valid with mark) */
+        uint32_t n_lines;
+        uint8_t kind;      /* EP_FRAME_* */
+        uint8_t flags;     /* EP_FRAME_FLAG_* that take part in identity */
+        uint8_t sym_state; /* SymState */
+        uint8_t status;    /* EP_SYM_* once sym_state == SYM_STATE_DONE */
+        bool store_dirty;  /* symbolized after the row was written: UPDATE pending */
+        char *module;
+        SymLine *lines;    /* innermost first */
+} Frame;
+
+typedef struct FrameTable {
+        Frame *items;
+        size_t n, cap;
+        EpHashmap *index; /* FrameKey → u32 index */
+} FrameTable;
+
+int frame_table_init(FrameTable *t);
+void frame_table_done(FrameTable *t);
+
+/* Returns 1 when the frame is new, 0 when known; *ret_idx either way. */
+int frame_table_intern(FrameTable *t, uint8_t kind, uint8_t flags, uint32_t file, uint64_t addr,
+                       uint32_t *ret_idx);
+
+/* Takes ownership of module and lines. */
+void frame_set_symbol(Frame *f, uint8_t status, uint64_t elf_addr, char *module, SymLine *lines,
+                      uint32_t n_lines);
+
+static inline Frame *frame_table_get(FrameTable *t, uint32_t idx) {
+        return idx < t->n ? &t->items[idx] : NULL;
+}

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/* Trace-ring intake: decodes loader messages, de-duplicates frames and stacks, queues
+ * symbolization for what is new and counts samples into the open interval. */
+
+#include <inttypes.h>
+#include <limits.h>
+#include <string.h>
+
+#include "collector.h"
+#include "log.h"
+#include "wire-buf.h"
+
+#define PROCESS_NAME_MAX 4096
+#define CONTAINER_ID_MAX 256
+
+/* Counts a malformed record; logs and records the first of each kind only. */
+#define DECODE_ERROR(c, ...)                                      \
+        ({                                                        \
+                static bool _logged_ = false;                     \
+                (c)->decode_errors++;                             \
+                if (!_logged_) {                                  \
+                        _logged_ = true;                          \
+                        log_warning(__VA_ARGS__);                 \
+                        collector_set_error((c), __VA_ARGS__);    \
+                }                                                 \
+                -EBADMSG;                                         \
+        })
+
+int trace_msg_validate(const void *payload, size_t len) {
+        EpTraceMsg h;
+
+        if (len < sizeof(EpTraceMsg))
+                return -EBADMSG;
+        memcpy(&h, payload, sizeof(h));
+        if (h.n_frames > EP_MAX_FRAMES || h.n_kernel > h.n_frames)
+                return -EBADMSG;
+        if (len != sizeof(EpTraceMsg) + (size_t) h.n_frames * sizeof(EpFrame))
+                return -EBADMSG;
+        return 0;
+}
+
+static int frame_is_new(Collector *c, uint32_t idx) {
+        Frame *f = frame_table_get(&c->frames, idx);
+
+        switch (f->kind) {
+        case EP_FRAME_NATIVE:
+        case EP_FRAME_KERNEL:
+                return collector_sym_queue_frame(c, idx);
+        default:
+                /* Nothing a symbolizer could name (anonymous memory, unwind stop markers). */
+                f->sym_state = SYM_STATE_NONE;
+                f->status = EP_SYM_NOT_FOUND;
+                return 0;
+        }
+}
+
+static int intake_trace(Collector *c, const void *payload, size_t len) {
+        EpFrame frames[EP_MAX_FRAMES];
+        uint32_t ids[EP_MAX_FRAMES];
+        char thread_name[EP_COMM_LEN + 1];
+        uint32_t stack, process;
+        EpTraceMsg h;
+        Process *p;
+        int r;
+
+        if (trace_msg_validate(payload, len) < 0)
+                return DECODE_ERROR(c, "Dropping trace record of %zu bytes: frame counts do not "
+                                    "match its length.", len);
+        memcpy(&h, payload, sizeof(h));
+        memcpy(frames, (const uint8_t *) payload + sizeof(EpTraceMsg),
+               (size_t) h.n_frames * sizeof(EpFrame));
+
+        for (size_t i = 0; i < h.n_frames; i++) {
+                if (frames[i].kind >= _EP_FRAME_KIND_MAX)
+                        return DECODE_ERROR(c, "Dropping trace with unknown frame kind %u.",
+                                            frames[i].kind);
+                if (frames[i].kind == EP_FRAME_NATIVE &&
+                    file_table_by_key(&c->files, frames[i].file_key) == 0)
+                        return DECODE_ERROR(c, "Dropping trace referring to file key %" PRIu32
+                                            " that was never announced.", frames[i].file_key);
+        }
+
+        for (size_t i = 0; i < h.n_frames; i++) {
+                const EpFrame *f = &frames[i];
+                uint32_t file = f->kind == EP_FRAME_NATIVE ? file_table_by_key(&c->files, f->file_key) : 0;
+
+                r = frame_table_intern(&c->frames, f->kind, f->flags, file, f->addr, &ids[i]);
+                if (r < 0)
+                        return r;
+                if (r > 0) {
+                        r = frame_is_new(c, ids[i]);
+                        if (r < 0)
+                                return r;
+                }
+        }
+
+        r = stack_table_intern(&c->stacks, ids, h.n_frames, &stack);
+        if (r < 0)
+                return r;
+
+        memcpy(thread_name, h.comm, EP_COMM_LEN);
+        thread_name[EP_COMM_LEN] = 0;
+        r = process_table_for_trace(&c->processes, h.pid, thread_name, &process);
+        if (r < 0)
+                return r;
+        p = process_table_get(&c->processes, process);
+        p->last_seq = c->current->seq;
+
+        r = interval_add(c->current,
+                         &(SampleKey) { .process = process, .tid = h.tid, .stack = stack, .cpu = h.cpu },
+                         thread_name, h.time_ns, c->export_ring != NULL);
+        if (r < 0)
+                return r;
+        c->traces++;
+        return 0;
+}
+
+static int intake_file(Collector *c, const void *payload, size_t len) {
+        uint8_t file_id[EP_FILE_ID_SIZE];
+        _cleanup_free_ char *path = NULL;
+        uint32_t key, idx;
+        uint64_t size;
+        EpReader rd;
+        int r;
+
+        ep_reader_init(&rd, payload, len);
+        key = ep_get_u32(&rd);
+        ep_get_bytes(&rd, file_id, sizeof(file_id));
+        size = ep_get_u64(&rd);
+        path = ep_get_str(&rd, PATH_MAX);
+        if (!ep_reader_done(&rd))
+                return DECODE_ERROR(c, "Dropping malformed file announcement (%zu bytes).", len);
+
+        r = file_table_intern(&c->files, file_id, path, size, &idx);
+        if (r < 0)
+                return r;
+        if (r > 0) {
+                r = collector_sym_queue_file(c, idx);
+                if (r < 0)
+                        return r;
+        }
+        return file_table_bind_key(&c->files, key, idx);
+}
+
+static int intake_process(Collector *c, const void *payload, size_t len) {
+        char *comm, *exe, *container_id;
+        uint64_t start_time_ns;
+        uint32_t pid, idx;
+        EpReader rd;
+
+        ep_reader_init(&rd, payload, len);
+        pid = ep_get_u32(&rd);
+        start_time_ns = ep_get_u64(&rd);
+        comm = ep_get_str(&rd, PROCESS_NAME_MAX);
+        exe = ep_get_str(&rd, PATH_MAX);
+        container_id = ep_get_str(&rd, CONTAINER_ID_MAX);
+        if (!ep_reader_done(&rd)) {
+                free(comm);
+                free(exe);
+                free(container_id);
+                return DECODE_ERROR(c, "Dropping malformed process announcement (%zu bytes).", len);
+        }
+
+        return process_table_announce(&c->processes, pid, start_time_ns, comm, exe, container_id,
+                                      &idx);
+}
+
+static int intake_process_exit(Collector *c, const void *payload, size_t len) {
+        EpReader rd;
+        uint32_t pid;
+
+        ep_reader_init(&rd, payload, len);
+        pid = ep_get_u32(&rd);
+        if (!ep_reader_done(&rd))
+                return DECODE_ERROR(c, "Dropping malformed process exit (%zu bytes).", len);
+        process_table_exit(&c->processes, pid);
+        return 0;
+}
+
+int collector_intake(Collector *c, uint16_t type, const void *payload, size_t len) {
+        switch (type) {
+        case EP_MSG_TRACE:
+                return intake_trace(c, payload, len);
+        case EP_MSG_FILE:
+                return intake_file(c, payload, len);
+        case EP_MSG_PROCESS:
+                return intake_process(c, payload, len);
+        case EP_MSG_PROCESS_EXIT:
+                return intake_process_exit(c, payload, len);
+        default:
+                return DECODE_ERROR(c, "Dropping trace-ring record of unknown type %u.", type);
+        }
+}
+
+void collector_drain_traces(Collector *c) {
+        unsigned n = 0;
+
+        if (!c->trace_ring)
+                return;
+
+        ep_ring_clear_wakeup(c->trace_ring);
+        for (;;) {
+                EpRingRecord h;
+                const void *p;
+                int r;
+
+                r = ep_ring_peek(c->trace_ring, &h, &p);
+                if (r == 0)
+                        break;
+                if (r < 0) {
+                        c->decode_errors++;
+                        log_error_errno(r, "Trace ring is corrupt; re-opening it.");
+                        collector_set_error(c, "Trace ring is corrupt; re-opened it.");
+                        collector_detach_loader(c);
+                        if (c->loader_watch)
+                                ep_peer_watch_retry(c->loader_watch);
+                        break;
+                }
+                r = collector_intake(c, h.type, p, h.len);
+                ep_ring_consume(c->trace_ring);
+                if (r == -ENOMEM)
+                        log_once(LOG_ERR, "Out of memory while reading traces; dropping them.");
+                n++;
+        }
+        if (n > 0)
+                collector_sym_flush(c);
+}

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: MIT */
+/* The collector's side of a symbolizer session: one request per new frame and per new file,
+ * batched into the request ring; responses applied to the frame and file tables. */
+
+#include <inttypes.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "array.h"
+#include "collector.h"
+#include "log.h"
+#include "wire-buf.h"
+
+#define SYM_MODULE_MAX 256
+#define SYM_FUNCTION_MAX 65536
+#define SYM_LINES_MAX 1024
+#define SYM_GO_BUILD_ID_MAX 1024
+
+#define SYM_ERROR(c, ...)                                         \
+        ({                                                        \
+                static bool _logged_ = false;                     \
+                (c)->decode_errors++;                             \
+                if (!_logged_) {                                  \
+                        _logged_ = true;                          \
+                        log_warning(__VA_ARGS__);                 \
+                        collector_set_error((c), __VA_ARGS__);    \
+                }                                                 \
+                -EBADMSG;                                         \
+        })
+
+/* A failed reserve counts as a drop in the ring's shared header; we retry instead, so check
+ * for room first. Worst case the record needs wrap padding smaller than itself. */
+static bool ring_has_room(EpRing *r, size_t len) {
+        size_t total = sizeof(EpRingRecord) + ALIGN8(len);
+        size_t used = ep_ring_bytes_used(r), size = ep_ring_data_size(r);
+
+        return used <= size && size - used >= 2 * total;
+}
+
+int collector_sym_queue_frame(Collector *c, uint32_t idx) {
+        Frame *f = frame_table_get(&c->frames, idx);
+        int r;
+
+        if (!f || f->sym_state == SYM_STATE_QUEUED)
+                return 0;
+        r = ARRAY_PUSH(c->sym.frame_queue, c->sym.n_frame_queue, c->sym.cap_frame_queue, idx);
+        if (r < 0)
+                return r;
+        if (!sym_state_pending(f->sym_state))
+                c->pending_symbols++;
+        f->sym_state = SYM_STATE_QUEUED;
+        return 0;
+}
+
+int collector_sym_queue_file(Collector *c, uint32_t idx) {
+        FileEntry *f = file_table_get(&c->files, idx);
+        int r;
+
+        if (!f || idx == 0 || f->sym_state == SYM_STATE_QUEUED)
+                return 0;
+        r = ARRAY_PUSH(c->sym.file_queue, c->sym.n_file_queue, c->sym.cap_file_queue, idx);
+        if (r < 0)
+                return r;
+        f->sym_state = SYM_STATE_QUEUED;
+        return 0;
+}
+
+static int send_file_request(Collector *c, uint32_t idx) {
+        FileEntry *f = file_table_get(&c->files, idx);
+        uint8_t buf[8 + EP_FILE_ID_SIZE + 4 + PATH_MAX];
+        EpWriter w;
+        int r;
+
+        ep_writer_init(&w, buf, sizeof(buf));
+        ep_put_u64(&w, idx);
+        ep_put_bytes(&w, f->file_id, EP_FILE_ID_SIZE);
+        ep_put_str(&w, f->path);
+        if (w.overflow)
+                return -E2BIG;
+        if (!ring_has_room(c->sym.req, w.size))
+                return -ENOBUFS;
+        r = ep_ring_push(c->sym.req, EP_MSG_SYM_FILE_REQUEST, buf, (uint32_t) w.size);
+        if (r < 0)
+                return r;
+        f->sym_state = SYM_STATE_REQUESTED;
+        return 0;
+}
+
+static int send_frame_request(Collector *c, uint32_t idx) {
+        static const uint8_t no_file_id[EP_FILE_ID_SIZE] = {};
+        Frame *f = frame_table_get(&c->frames, idx);
+        FileEntry *file = f->file ? file_table_get(&c->files, f->file) : NULL;
+        uint8_t buf[8 + 1 + EP_FILE_ID_SIZE + 8 + 1 + 4 + PATH_MAX];
+        EpWriter w;
+        int r;
+
+        ep_writer_init(&w, buf, sizeof(buf));
+        ep_put_u64(&w, idx);
+        ep_put_u8(&w, f->kind);
+        ep_put_bytes(&w, file ? file->file_id : no_file_id, EP_FILE_ID_SIZE);
+        ep_put_u64(&w, f->addr);
+        ep_put_u8(&w, f->flags);
+        ep_put_str(&w, file ? file->path : "");
+        if (w.overflow)
+                return -E2BIG;
+        if (!ring_has_room(c->sym.req, w.size))
+                return -ENOBUFS;
+        r = ep_ring_push(c->sym.req, EP_MSG_SYM_REQUEST, buf, (uint32_t) w.size);
+        if (r < 0)
+                return r;
+        f->sym_state = SYM_STATE_REQUESTED;
+        return 0;
+}
+
+/* Sends queue entries from the front while the ring takes them; returns how many were sent. */
+static size_t flush_queue(Collector *c, uint32_t *queue, size_t *n, bool files) {
+        size_t i, sent = 0;
+
+        for (i = 0; i < *n; i++) {
+                uint8_t state = files ? c->files.items[queue[i]].sym_state
+                                      : c->frames.items[queue[i]].sym_state;
+                int r;
+
+                if (state != SYM_STATE_QUEUED)
+                        continue; /* answered meanwhile */
+                r = files ? send_file_request(c, queue[i]) : send_frame_request(c, queue[i]);
+                if (r == -E2BIG) {
+                        log_once(LOG_WARNING, "A symbolization request does not fit a ring record; skipping it.");
+                        continue;
+                }
+                if (r < 0)
+                        break; /* ring full: the rest waits for the next flush */
+                sent++;
+        }
+        if (i > 0 && i < *n)
+                memmove(queue, queue + i, (*n - i) * sizeof(uint32_t));
+        *n -= i;
+        return sent;
+}
+
+void collector_sym_flush(Collector *c) {
+        size_t sent;
+
+        if (!collector_sym_attached(c))
+                return;
+        sent = flush_queue(c, c->sym.file_queue, &c->sym.n_file_queue, true);
+        sent += flush_queue(c, c->sym.frame_queue, &c->sym.n_frame_queue, false);
+        if (sent > 0) {
+                c->sym.requests_sent += sent;
+                (void) ep_ring_notify(c->sym.req);
+        }
+}
+
+static int mark_dirty(uint32_t **list, size_t *n, size_t *cap, bool *flag, uint32_t idx) {
+        int r;
+
+        if (*flag)
+                return 0;
+        r = ARRAY_PUSH(*list, *n, *cap, idx);
+        if (r < 0)
+                return r;
+        *flag = true;
+        return 0;
+}
+
+static int apply_frame_response(Collector *c, const void *payload, size_t len) {
+        _cleanup_free_ char *module = NULL;
+        SymLine *lines = NULL;
+        uint64_t cookie, elf_addr;
+        uint16_t n_lines;
+        uint8_t status;
+        EpReader rd;
+        Frame *f;
+        bool ok;
+
+        ep_reader_init(&rd, payload, len);
+        cookie = ep_get_u64(&rd);
+        status = ep_get_u8(&rd);
+        elf_addr = ep_get_u64(&rd);
+        module = ep_get_str(&rd, SYM_MODULE_MAX);
+        n_lines = ep_get_u16(&rd);
+        ok = !rd.error && n_lines <= SYM_LINES_MAX && status <= EP_SYM_BAD_FILE;
+        if (ok && n_lines > 0) {
+                lines = calloc(n_lines, sizeof(SymLine));
+                if (!lines)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n_lines; i++) {
+                        lines[i].function = ep_get_str(&rd, SYM_FUNCTION_MAX);
+                        lines[i].file = ep_get_str(&rd, PATH_MAX);
+                        lines[i].line = ep_get_u32(&rd);
+                }
+        }
+        ok = ok && ep_reader_done(&rd);
+
+        f = cookie < c->frames.n ? frame_table_get(&c->frames, (uint32_t) cookie) : NULL;
+        if (!f || !sym_state_pending(f->sym_state)) {
+                /* Not something we asked for, or answered already (a replaced session). */
+                sym_lines_free(lines, lines ? n_lines : 0);
+                return ok ? 0 : SYM_ERROR(c, "Dropping malformed symbol response (%zu bytes).", len);
+        }
+        if (!ok) {
+                sym_lines_free(lines, lines ? n_lines : 0);
+                /* Do not wait for it forever. */
+                frame_set_symbol(f, EP_SYM_NOT_FOUND, 0, NULL, NULL, 0);
+                c->pending_symbols--;
+                return SYM_ERROR(c, "Dropping malformed symbol response (%zu bytes).", len);
+        }
+
+        frame_set_symbol(f, status, elf_addr, TAKE_PTR(module), lines, lines ? n_lines : 0);
+        c->pending_symbols--;
+        if (f->store_id != 0)
+                return mark_dirty(&c->dirty_frames, &c->n_dirty_frames, &c->cap_dirty_frames,
+                                  &f->store_dirty, (uint32_t) cookie);
+        return 0;
+}
+
+static int apply_file_response(Collector *c, const void *payload, size_t len) {
+        _cleanup_free_ char *go_build_id = NULL;
+        const void *gnu;
+        size_t gnu_len = 0;
+        uint64_t cookie;
+        uint8_t status;
+        EpReader rd;
+        FileEntry *f;
+
+        ep_reader_init(&rd, payload, len);
+        cookie = ep_get_u64(&rd);
+        status = ep_get_u8(&rd);
+        gnu = ep_get_blob(&rd, EP_BUILD_ID_MAX, &gnu_len);
+        go_build_id = ep_get_str(&rd, SYM_GO_BUILD_ID_MAX);
+        if (!ep_reader_done(&rd) || status > EP_SYM_BAD_FILE)
+                return SYM_ERROR(c, "Dropping malformed file response (%zu bytes).", len);
+
+        f = cookie > 0 && cookie < c->files.n ? file_table_get(&c->files, (uint32_t) cookie) : NULL;
+        if (!f || !sym_state_pending(f->sym_state))
+                return 0;
+
+        f->status = status;
+        f->gnu_build_id_len = (uint8_t) MIN(gnu_len, sizeof(f->gnu_build_id));
+        if (f->gnu_build_id_len > 0)
+                memcpy(f->gnu_build_id, gnu, f->gnu_build_id_len);
+        free(f->go_build_id);
+        f->go_build_id = go_build_id && *go_build_id ? TAKE_PTR(go_build_id) : NULL;
+        f->sym_state = SYM_STATE_DONE;
+        if (f->store_id != 0)
+                return mark_dirty(&c->dirty_files, &c->n_dirty_files, &c->cap_dirty_files,
+                                  &f->store_dirty, (uint32_t) cookie);
+        return 0;
+}
+
+int collector_sym_apply(Collector *c, uint16_t type, const void *payload, size_t len) {
+        c->sym.responses++;
+        switch (type) {
+        case EP_MSG_SYM_RESPONSE:
+                return apply_frame_response(c, payload, len);
+        case EP_MSG_SYM_FILE_RESPONSE:
+                return apply_file_response(c, payload, len);
+        default:
+                return SYM_ERROR(c, "Dropping response-ring record of unknown type %u.", type);
+        }
+}
+
+void collector_sym_drain(Collector *c) {
+        unsigned n = 0;
+
+        if (!c->sym.resp)
+                return;
+
+        ep_ring_clear_wakeup(c->sym.resp);
+        for (;;) {
+                EpRingRecord h;
+                const void *p;
+                int r;
+
+                r = ep_ring_peek(c->sym.resp, &h, &p);
+                if (r == 0)
+                        break;
+                if (r < 0) {
+                        c->decode_errors++;
+                        log_error_errno(r, "Symbol response ring is corrupt; opening a new session.");
+                        collector_set_error(c, "Symbol response ring is corrupt; opened a new session.");
+                        collector_sym_detach(c);
+                        if (c->sym.watch)
+                                ep_peer_watch_retry(c->sym.watch);
+                        break;
+                }
+                r = collector_sym_apply(c, h.type, p, h.len);
+                ep_ring_consume(c->sym.resp);
+                if (r == -ENOMEM)
+                        log_once(LOG_ERR, "Out of memory while applying symbols.");
+                n++;
+        }
+        if (n > 0) {
+                collector_sym_flush(c); /* the symbolizer made room in the request ring */
+                collector_check_closing(c);
+        }
+}
+
+int collector_sym_requeue(Collector *c) {
+        int r;
+
+        for (size_t i = 1; i < c->files.n; i++)
+                if (c->files.items[i].sym_state == SYM_STATE_REQUESTED) {
+                        c->files.items[i].sym_state = SYM_STATE_NONE;
+                        r = collector_sym_queue_file(c, (uint32_t) i);
+                        if (r < 0)
+                                return r;
+                }
+        for (size_t i = 0; i < c->frames.n; i++)
+                if (c->frames.items[i].sym_state == SYM_STATE_REQUESTED) {
+                        r = collector_sym_queue_frame(c, (uint32_t) i);
+                        if (r < 0)
+                                return r;
+                }
+        return 0;
+}
+
+static int on_resp_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        collector_sym_drain(userdata);
+        return 0;
+}
+
+void collector_sym_detach(Collector *c) {
+        bool was = collector_sym_attached(c);
+
+        c->sym.resp_io = sd_event_source_disable_unref(c->sym.resp_io);
+        c->sym.req = ep_ring_free(c->sym.req);
+        c->sym.resp = ep_ring_free(c->sym.resp);
+        if (collector_sym_requeue(c) < 0)
+                log_error("Out of memory re-queueing symbol requests.");
+        if (was)
+                log_info("Symbolizer session closed; %" PRIu32 " symbols pending.", c->pending_symbols);
+}
+
+int collector_sym_attach(Collector *c, int req_ring, int req_efd, int resp_ring, int resp_efd) {
+        _cleanup_ring_ EpRing *req = NULL, *resp = NULL;
+        int r;
+
+        collector_sym_detach(c);
+
+        r = ep_ring_attach(req_ring, req_efd, &req);
+        if (r < 0)
+                return log_error_errno(r, "Cannot map the symbol request ring: %m");
+        r = ep_ring_attach(resp_ring, resp_efd, &resp);
+        if (r < 0)
+                return log_error_errno(r, "Cannot map the symbol response ring: %m");
+
+        if (c->have_daemon) {
+                r = sd_event_add_io(c->daemon.event, &c->sym.resp_io, ep_ring_eventfd(resp),
+                                    EPOLLIN, on_resp_io, c);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot watch the symbol response ring: %m");
+        }
+        c->sym.req = TAKE_PTR(req);
+        c->sym.resp = TAKE_PTR(resp);
+        log_info("Symbolizer session open; %" PRIu32 " symbols pending.", c->pending_symbols);
+
+        collector_sym_flush(c);
+        collector_sym_drain(c);
+        return 0;
+}

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/* The collector's export ring: each closed interval is one BEGIN..END group whose refs are
+ * defined before use; a sample with too many timestamps for one record is split; a full ring
+ * drops whole intervals (counted) and never leaves half a group. No bus, no store. */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector.h"
+#include "wire-buf.h"
+#include "wire.h"
+
+#define ASSERT(x)                                                                        \
+        do {                                                                             \
+                if (!(x)) {                                                              \
+                        fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #x); \
+                        abort();                                                         \
+                }                                                                        \
+        } while (0)
+#define ASSERT_OK(x)                                                                     \
+        do {                                                                             \
+                int _r_ = (x);                                                           \
+                if (_r_ < 0) {                                                           \
+                        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, strerror(-_r_)); \
+                        abort();                                                         \
+                }                                                                        \
+        } while (0)
+
+static uint64_t rec[(sizeof(EpTraceMsg) + 8 * sizeof(EpFrame)) / 8 + 1];
+
+static void push_trace(Collector *c, uint32_t pid, uint32_t tid, uint64_t leaf, uint64_t time_ns) {
+        EpTraceMsg *m = (EpTraceMsg *) rec;
+
+        memset(rec, 0, sizeof(rec));
+        m->time_ns = time_ns;
+        m->pid = pid;
+        m->tid = tid;
+        m->cpu = tid % 2;
+        m->n_frames = 3;
+        m->n_kernel = 1;
+        snprintf(m->comm, EP_COMM_LEN, "t%u", tid);
+        m->frames[0] = (EpFrame) { .addr = 0xffffffff81000000ULL, .kind = EP_FRAME_KERNEL };
+        m->frames[1] = (EpFrame) { .addr = leaf, .file_key = 1, .kind = EP_FRAME_NATIVE };
+        m->frames[2] = (EpFrame) { .addr = 0x100, .file_key = 1, .kind = EP_FRAME_NATIVE,
+                                   .flags = EP_FRAME_FLAG_RETURN_ADDRESS };
+        ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, sizeof(EpTraceMsg) + 3 * sizeof(EpFrame)));
+}
+
+typedef struct GroupStats {
+        uint64_t id, begin_start, begin_end, period;
+        uint32_t processes, frames, stacks, sample_records, lines;
+        uint64_t count, timestamps;
+        bool ts_sorted;
+} GroupStats;
+
+/* Reads one whole group; returns 1, or 0 when the ring is empty. Aborts on anything malformed. */
+static int read_group(EpRing *r, GroupStats *g) {
+        EpRingRecord h;
+        const void *p;
+        bool begun = false;
+
+        *g = (GroupStats) { .ts_sorted = true };
+        for (;;) {
+                EpReader rd;
+                int k = ep_ring_peek(r, &h, &p);
+
+                ASSERT(k >= 0);
+                if (k == 0) {
+                        ASSERT(!begun); /* never half a group */
+                        return 0;
+                }
+                ep_reader_init(&rd, p, h.len);
+                ASSERT(begun || h.type == EP_MSG_EXP_BEGIN);
+                switch (h.type) {
+                case EP_MSG_EXP_BEGIN:
+                        ASSERT(!begun);
+                        begun = true;
+                        g->id = ep_get_u64(&rd);
+                        g->begin_start = ep_get_u64(&rd);
+                        g->begin_end = ep_get_u64(&rd);
+                        g->period = ep_get_u64(&rd);
+                        break;
+                case EP_MSG_EXP_PROCESS:
+                        ep_get_u32(&rd);
+                        free(ep_get_str(&rd, 4096));
+                        free(ep_get_str(&rd, 4096));
+                        free(ep_get_str(&rd, 4096));
+                        g->processes++;
+                        break;
+                case EP_MSG_EXP_FRAME: {
+                        uint8_t id[EP_FILE_ID_SIZE];
+                        size_t n;
+
+                        ASSERT(ep_get_u32(&rd) == g->frames); /* refs numbered in order */
+                        g->frames++;
+                        ep_get_u8(&rd);
+                        ep_get_bytes(&rd, id, sizeof(id));
+                        ep_get_blob(&rd, EP_BUILD_ID_MAX, &n);
+                        free(ep_get_str(&rd, 4096));
+                        ep_get_u64(&rd);
+                        uint16_t nl = ep_get_u16(&rd);
+                        for (uint16_t i = 0; i < nl; i++) {
+                                free(ep_get_str(&rd, 65536));
+                                free(ep_get_str(&rd, 4096));
+                                ep_get_u32(&rd);
+                        }
+                        g->lines += nl;
+                        break;
+                }
+                case EP_MSG_EXP_STACK: {
+                        ASSERT(ep_get_u32(&rd) == g->stacks);
+                        g->stacks++;
+                        uint32_t n = ep_get_u32(&rd);
+                        for (uint32_t i = 0; i < n; i++)
+                                ASSERT(ep_get_u32(&rd) < g->frames); /* defined before use */
+                        break;
+                }
+                case EP_MSG_EXP_SAMPLE: {
+                        uint64_t prev = 0;
+
+                        ep_get_u32(&rd);
+                        ep_get_u32(&rd);
+                        ep_get_u32(&rd);
+                        free(ep_get_str(&rd, 64));
+                        ASSERT(ep_get_u32(&rd) < g->stacks);
+                        g->count += ep_get_u64(&rd);
+                        uint32_t n = ep_get_u32(&rd);
+                        for (uint32_t i = 0; i < n; i++) {
+                                uint64_t t = ep_get_u64(&rd);
+                                if (t < prev)
+                                        g->ts_sorted = false;
+                                prev = t;
+                        }
+                        g->timestamps += n;
+                        g->sample_records++;
+                        break;
+                }
+                case EP_MSG_EXP_END:
+                        ASSERT(ep_get_u64(&rd) == g->id);
+                        ASSERT(ep_reader_done(&rd));
+                        ep_ring_consume(r);
+                        return 1;
+                default:
+                        ASSERT(!"unknown record type");
+                }
+                ASSERT(ep_reader_done(&rd));
+                ep_ring_consume(r);
+        }
+}
+
+int main(void) {
+        EpRing *consumer = NULL;
+        GroupStats g;
+        Collector c;
+        int memfd, efd;
+
+        ASSERT_OK(collector_init(&c));
+
+        /* a file and a process */
+        {
+                uint8_t id[EP_FILE_ID_SIZE];
+                EpWriter w;
+
+                memset(id, 0x42, sizeof(id));
+                ep_writer_init_dynamic(&w);
+                ep_put_u32(&w, 1);
+                ep_put_bytes(&w, id, sizeof(id));
+                ep_put_u64(&w, 1);
+                ep_put_str(&w, "/usr/bin/app");
+                ASSERT_OK(collector_intake(&c, EP_MSG_FILE, w.data, w.size));
+                ep_writer_reset(&w);
+                ep_put_u32(&w, 10);
+                ep_put_u64(&w, 1);
+                ep_put_str(&w, "app");
+                ep_put_str(&w, "/usr/bin/app");
+                ep_put_str(&w, "");
+                ASSERT_OK(collector_intake(&c, EP_MSG_PROCESS, w.data, w.size));
+                ep_writer_done(&w);
+        }
+
+        /* No exporter yet: no timestamps kept, nothing exported. */
+        push_trace(&c, 10, 11, 0x1000, 5);
+        ASSERT_OK(collector_export_open(&c, &memfd, &efd));
+        ASSERT_OK(ep_ring_attach(memfd, efd, &consumer));
+        ASSERT(ep_ring_data_size(consumer) == COLLECTOR_EXPORT_RING_SIZE);
+
+        /* 1: a small interval, its first sample from before the exporter came */
+        for (uint32_t i = 0; i < 10; i++)
+                push_trace(&c, 10, 11 + i % 3, 0x1000 + 0x10 * (i % 4), 100 + i);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT(read_group(consumer, &g) == 1);
+        ASSERT(g.id == 1); /* no store: the collector's interval number */
+        ASSERT(g.processes == 1 && g.frames == 6 && g.stacks == 4);
+        ASSERT(g.count == 11 && g.timestamps == 10 && g.ts_sorted);
+        ASSERT(g.period == NSEC_PER_SEC / COLLECTOR_DEFAULT_FREQUENCY_HZ);
+        ASSERT(g.begin_end >= g.begin_start);
+        ASSERT(read_group(consumer, &g) == 0);
+
+        /* 2: one sample with more timestamps than a record may carry is split */
+        size_t per_record = ep_ring_max_record(consumer) / sizeof(uint64_t);
+        uint64_t n_big = per_record + 1000;
+        for (uint64_t i = 0; i < n_big; i++)
+                push_trace(&c, 10, 11, 0x1000, 1000 + i);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT(c.export_drops == 0);
+        ASSERT(read_group(consumer, &g) == 1);
+        ASSERT(g.sample_records == 2 && g.count == n_big && g.timestamps == n_big && g.ts_sorted);
+        ASSERT(read_group(consumer, &g) == 0);
+
+        /* 3: nobody reads: intervals are dropped whole once the ring is full, never blocking */
+        unsigned closed = 0;
+        while (c.export_drops == 0 && closed < 64) {
+                for (uint64_t i = 0; i < 200000; i++)
+                        push_trace(&c, 10, 11 + i % 7, 0x1000 + 0x10 * (i % 50), i);
+                ASSERT_OK(collector_close_interval(&c, NULL));
+                closed++;
+        }
+        ASSERT(c.export_drops == 1);
+        ASSERT(c.last_error && strstr(c.last_error, "export ring is full"));
+        unsigned groups = 0;
+        while (read_group(consumer, &g) == 1) {
+                ASSERT(g.count == 200000 && g.timestamps == 200000 && g.stacks == 50);
+                groups++;
+        }
+        ASSERT(groups == closed - 1);
+        fprintf(stderr, "export ring held %u intervals of 200000 samples before dropping one\n", groups);
+
+        /* drained: the next interval goes through again */
+        push_trace(&c, 10, 11, 0x1000, 1);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT(read_group(consumer, &g) == 1 && g.count == 1);
+        ASSERT(c.export_drops == 1);
+
+        /* the exporter goes away: no more timestamps are kept */
+        collector_export_close(&c);
+        push_trace(&c, 10, 11, 0x1000, 1);
+        SampleAgg *a = NULL;
+        size_t state = 0;
+        const void *k;
+        ASSERT(ep_hashmap_iterate(c.current->samples, &state, &k, (void **) &a));
+        ASSERT(a->count == 1 && a->n_ts == 0);
+
+        ep_ring_free(consumer);
+        collector_done(&c);
+        printf("OK\n");
+        return 0;
+}
