@@ -1,0 +1,457 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hashmap.h"
+#include "log.h"
+#include "store-read.h"
+#include "wire.h"
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
+#define _cleanup_stmt_ _cleanup_(sqlite3_finalizep)
+
+static int sql_error(sqlite3 *db, const char *what) {
+        log_error("Store: %s failed: %s", what, sqlite3_errmsg(db));
+        return -EIO;
+}
+
+static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret) {
+        if (sqlite3_prepare_v2(db, sql, -1, ret, NULL) != SQLITE_OK)
+                return sql_error(db, "preparing a query");
+        return 0;
+}
+
+int ep_store_open(const char *path, sqlite3 **ret) {
+        _cleanup_sqlite_ sqlite3 *db = NULL;
+        int r;
+
+        if (access(path, F_OK) < 0)
+                return -errno;
+        if (access(path, R_OK) < 0)
+                return -errno;
+
+        r = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+        if (r != SQLITE_OK) {
+                log_error("Cannot open store %s: %s", path,
+                          db ? sqlite3_errmsg(db) : sqlite3_errstr(r));
+                return r == SQLITE_CANTOPEN ? -EACCES : -EIO;
+        }
+        /* The collector writes in short transactions; a reader waits briefly instead of
+         * failing when it meets a checkpoint or a WAL restart. */
+        sqlite3_busy_timeout(db, 5000);
+
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK) {
+                /* "file is not a database" shows up here. */
+                log_debug("Store %s: %s", path, sqlite3_errmsg(db));
+                return sqlite3_errcode(db) == SQLITE_NOTADB ? -EPROTO : -EIO;
+        }
+        if (sqlite3_step(st) != SQLITE_ROW)
+                return sqlite3_errcode(db) == SQLITE_NOTADB ? -EPROTO : sql_error(db, "reading the schema version");
+        int version = sqlite3_column_int(st, 0);
+        if (version != EP_STORE_SCHEMA_VERSION) {
+                log_debug("Store %s has schema version %d, expected %d", path, version,
+                          EP_STORE_SCHEMA_VERSION);
+                return -EPROTO;
+        }
+
+        *ret = TAKE_PTR(db);
+        return 0;
+}
+
+static const char *stop_reason_name(uint64_t reason) {
+        switch (reason) {
+        case EP_STOP_OK:
+                return "root reached";
+        case EP_STOP_MAX_DEPTH:
+                return "maximum depth";
+        case EP_STOP_READ_FAILED:
+                return "stack read failed";
+        case EP_STOP_BAD_FP:
+                return "bad frame pointer";
+        case EP_STOP_NO_USER_REGS:
+                return "no user registers";
+        case EP_STOP_PC_ZERO:
+                return "return address 0";
+        default:
+                return "unknown reason";
+        }
+}
+
+static const char *basename_or(const char *path, const char *fallback) {
+        if (!path || !*path)
+                return fallback;
+        const char *s = strrchr(path, '/');
+        return s && s[1] ? s + 1 : path;
+}
+
+int ep_store_frame_name(const EpStoredFrame *f, const char *function, char **ret_name,
+                        const char **ret_module, EpViewKind *ret_kind) {
+        const char *module = "";
+        EpViewKind kind = EP_VIEW_UNKNOWN;
+        char *name = NULL;
+        int r;
+
+        if (function && !*function)
+                function = NULL;
+
+        switch (f->kind) {
+        case EP_FRAME_NATIVE:
+                module = basename_or(f->path, "");
+                if (function) {
+                        kind = EP_VIEW_NATIVE;
+                        r = asprintf(&name, "%s", function);
+                } else
+                        r = asprintf(&name, "[unknown] %s+0x%" PRIx64,
+                                     basename_or(f->path, "?"), f->addr);
+                break;
+        case EP_FRAME_KERNEL:
+                kind = EP_VIEW_KERNEL;
+                module = f->module && *f->module ? f->module : "vmlinux";
+                if (function)
+                        r = asprintf(&name, "%s [k]", function);
+                else
+                        r = asprintf(&name, "[k] 0x%" PRIx64, f->addr);
+                break;
+        case EP_FRAME_ABORT:
+                r = asprintf(&name, "[unwinding stopped: %s]", stop_reason_name(f->addr));
+                break;
+        case EP_FRAME_UNMAPPED:
+        default:
+                if (function)
+                        r = asprintf(&name, "%s", function);
+                else
+                        r = asprintf(&name, "[unknown] 0x%" PRIx64, f->addr);
+                break;
+        }
+        if (r < 0)
+                return -ENOMEM;
+
+        *ret_name = name;
+        *ret_module = module;
+        *ret_kind = kind;
+        return 0;
+}
+
+typedef struct Span {
+        uint32_t first, n;
+} Span;
+
+typedef struct Reader {
+        sqlite3 *db;
+        const EpStoreFilter *filter;
+        EpStoreReadFlags flags;
+        EpCallTree *tree;
+
+        sqlite3_stmt *frame_stmt, *lines_stmt, *stack_stmt;
+
+        EpHashmap *frames; /* frames.id → Span in views: the frame's lines, innermost first */
+        EpHashmap *stacks; /* stacks.id → Span in views: the whole stack, leaf first */
+        EpViewFrame *views;
+        size_t n_views, n_allocated_views;
+} Reader;
+
+static int views_push(Reader *rd, const EpViewFrame *v) {
+        if (rd->n_views >= UINT32_MAX)
+                return -E2BIG;
+        if (rd->n_views >= rd->n_allocated_views) {
+                size_t n = MAX(rd->n_allocated_views * 2, (size_t) 1024);
+                EpViewFrame *p = reallocarray(rd->views, n, sizeof(EpViewFrame));
+                if (!p)
+                        return -ENOMEM;
+                rd->views = p;
+                rd->n_allocated_views = n;
+        }
+        rd->views[rd->n_views++] = *v;
+        return 0;
+}
+
+static int push_named(Reader *rd, const char *name, const char *module, EpViewKind kind) {
+        EpViewFrame v = { .kind = kind };
+        int r = ep_calltree_intern(rd->tree, name, &v.name);
+        if (r < 0)
+                return r;
+        r = ep_calltree_intern(rd->tree, module, &v.module);
+        if (r < 0)
+                return r;
+        return views_push(rd, &v);
+}
+
+static int push_frame_line(Reader *rd, const EpStoredFrame *f, const char *function) {
+        _cleanup_free_ char *name = NULL;
+        const char *module;
+        EpViewKind kind;
+        int r = ep_store_frame_name(f, function, &name, &module, &kind);
+        if (r < 0)
+                return r;
+        return push_named(rd, name, module, kind);
+}
+
+/* Materializes one stored frame (all its inline lines) into views; returns its span. */
+static int load_frame(Reader *rd, int64_t id, Span *ret) {
+        Span *cached = ep_hashmap_get(rd->frames, &id);
+        if (cached) {
+                *ret = *cached;
+                return 0;
+        }
+
+        Span span = { .first = (uint32_t) rd->n_views };
+        int r;
+
+        sqlite3_reset(rd->frame_stmt);
+        sqlite3_bind_int64(rd->frame_stmt, 1, id);
+        r = sqlite3_step(rd->frame_stmt);
+        if (r == SQLITE_DONE) {
+                char name[64];
+                snprintf(name, sizeof(name), "[missing frame #%" PRIi64 "]", id);
+                r = push_named(rd, name, "", EP_VIEW_UNKNOWN);
+                if (r < 0)
+                        return r;
+        } else if (r != SQLITE_ROW)
+                return sql_error(rd->db, "reading a frame");
+        else {
+                EpStoredFrame f = {
+                        .kind = sqlite3_column_int(rd->frame_stmt, 0),
+                        .addr = (uint64_t) sqlite3_column_int64(rd->frame_stmt, 1),
+                        .module = (const char *) sqlite3_column_text(rd->frame_stmt, 2),
+                        .path = (const char *) sqlite3_column_text(rd->frame_stmt, 3),
+                };
+
+                sqlite3_reset(rd->lines_stmt);
+                sqlite3_bind_int64(rd->lines_stmt, 1, id);
+                while ((r = sqlite3_step(rd->lines_stmt)) == SQLITE_ROW) {
+                        r = push_frame_line(rd, &f, (const char *) sqlite3_column_text(rd->lines_stmt, 0));
+                        if (r < 0)
+                                return r;
+                }
+                if (r != SQLITE_DONE)
+                        return sql_error(rd->db, "reading frame lines");
+                if (rd->n_views == span.first) {
+                        r = push_frame_line(rd, &f, NULL);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        span.n = (uint32_t) (rd->n_views - span.first);
+
+        void *v;
+        r = ep_hashmap_put(rd->frames, &id, &v);
+        if (r < 0)
+                return r;
+        *(Span *) v = span;
+        *ret = span;
+        return 0;
+}
+
+static int load_stack(Reader *rd, int64_t id, Span *ret) {
+        Span *cached = ep_hashmap_get(rd->stacks, &id);
+        if (cached) {
+                *ret = *cached;
+                return 0;
+        }
+
+        sqlite3_reset(rd->stack_stmt);
+        sqlite3_bind_int64(rd->stack_stmt, 1, id);
+        int r = sqlite3_step(rd->stack_stmt);
+        const uint8_t *blob = NULL;
+        size_t len = 0;
+        if (r == SQLITE_ROW) {
+                blob = sqlite3_column_blob(rd->stack_stmt, 0);
+                len = (size_t) sqlite3_column_bytes(rd->stack_stmt, 0);
+        } else if (r != SQLITE_DONE)
+                return sql_error(rd->db, "reading a stack");
+        if (len % 8 != 0)
+                log_once(LOG_WARNING, "Store: stack %" PRIi64 " has a frame list of %zu bytes, not a multiple of 8",
+                         id, len);
+
+        /* Copy the frame ids: stepping the frame statements below may not invalidate the blob,
+         * but keeping our own copy costs little and is obviously safe. */
+        size_t n = len / 8;
+        _cleanup_free_ int64_t *ids = malloc(MAX(n, (size_t) 1) * sizeof(int64_t));
+        if (!ids)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                uint64_t x = 0;
+                for (unsigned b = 0; b < 8; b++)
+                        x |= (uint64_t) blob[i * 8 + b] << (8 * b);
+                ids[i] = (int64_t) x;
+        }
+
+        /* Expand each frame, then copy its lines to the end of views: the stack's span is
+         * contiguous. Frames first, so the copy does not interleave with frame loading. */
+        for (size_t i = 0; i < n; i++) {
+                Span fs;
+                r = load_frame(rd, ids[i], &fs);
+                if (r < 0)
+                        return r;
+        }
+
+        Span span = { .first = (uint32_t) rd->n_views };
+        bool had_kernel = false;
+        for (size_t i = 0; i < n; i++) {
+                Span fs = *(Span *) ep_hashmap_get(rd->frames, &ids[i]);
+                for (uint32_t j = 0; j < fs.n; j++) {
+                        EpViewFrame v = rd->views[fs.first + j];
+                        if (!rd->filter->kernel && v.kind == EP_VIEW_KERNEL) {
+                                had_kernel = true;
+                                continue;
+                        }
+                        r = views_push(rd, &v);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        if (rd->n_views == span.first) {
+                /* Keep the samples visible: they still count in every percentage. */
+                r = push_named(rd, had_kernel ? "[kernel]" : "[no frames]", "",
+                               had_kernel ? EP_VIEW_KERNEL : EP_VIEW_UNKNOWN);
+                if (r < 0)
+                        return r;
+        }
+        span.n = (uint32_t) (rd->n_views - span.first);
+
+        void *v;
+        r = ep_hashmap_put(rd->stacks, &id, &v);
+        if (r < 0)
+                return r;
+        *(Span *) v = span;
+        *ret = span;
+        return 0;
+}
+
+#define SAMPLE_FILTER                                                   \
+        " FROM samples s"                                               \
+        " JOIN intervals i ON i.id = s.interval"                        \
+        " JOIN processes p ON p.id = s.process"                         \
+        " WHERE i.end_ns > ?1 AND i.start_ns < ?2"                      \
+        "   AND (?3 < 0 OR p.pid = ?3)"                                 \
+        "   AND (?4 IS NULL OR p.comm = ?4)"
+
+static void bind_filter(sqlite3_stmt *st, const EpStoreFilter *f) {
+        sqlite3_bind_int64(st, 1, (int64_t) MIN(f->since_ns, (uint64_t) INT64_MAX));
+        sqlite3_bind_int64(st, 2, (int64_t) MIN(f->until_ns, (uint64_t) INT64_MAX));
+        sqlite3_bind_int64(st, 3, f->pid);
+        if (f->comm)
+                sqlite3_bind_text(st, 4, f->comm, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, 4);
+}
+
+static int read_summary(sqlite3 *db, const EpStoreFilter *f, EpStoreSummary *ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(db,
+                        "SELECT MIN(i.start_ns), MAX(i.end_ns), COUNT(DISTINCT i.id),"
+                        " COUNT(DISTINCT s.process), COUNT(DISTINCT s.stack), TOTAL(s.count)"
+                        SAMPLE_FILTER, &st);
+        if (r < 0)
+                return r;
+        bind_filter(st, f);
+        if (sqlite3_step(st) != SQLITE_ROW)
+                return sql_error(db, "summarizing samples");
+        *ret = (EpStoreSummary) {
+                .first_ns = (uint64_t) sqlite3_column_int64(st, 0),
+                .last_ns = (uint64_t) sqlite3_column_int64(st, 1),
+                .intervals = (uint64_t) sqlite3_column_int64(st, 2),
+                .processes = (uint64_t) sqlite3_column_int64(st, 3),
+                .stacks = (uint64_t) sqlite3_column_int64(st, 4),
+                .samples = (uint64_t) sqlite3_column_double(st, 5),
+        };
+        return 0;
+}
+
+static int read_samples(Reader *rd) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        bool by_process = rd->flags & EP_STORE_READ_BY_PROCESS;
+        int r = prepare(rd->db,
+                        by_process ? "SELECT p.pid, p.comm, s.stack, SUM(s.count)" SAMPLE_FILTER
+                                     " GROUP BY p.pid, p.comm, s.stack"
+                                   : "SELECT 0, NULL, s.stack, SUM(s.count)" SAMPLE_FILTER
+                                     " GROUP BY s.stack",
+                        &st);
+        if (r < 0)
+                return r;
+        bind_filter(st, rd->filter);
+
+        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+                int64_t pid = sqlite3_column_int64(st, 0);
+                const char *comm = (const char *) sqlite3_column_text(st, 1);
+                int64_t stack = sqlite3_column_int64(st, 2);
+                int64_t count = sqlite3_column_int64(st, 3);
+                if (count <= 0)
+                        continue;
+
+                uint32_t pnode = 0;
+                if (by_process) {
+                        char pname[64];
+                        snprintf(pname, sizeof(pname), "%s (%" PRIi64 ")", comm && *comm ? comm : "?", pid);
+                        EpViewFrame pf = { .kind = EP_VIEW_PROCESS };
+                        if ((r = ep_calltree_intern(rd->tree, pname, &pf.name)) < 0 ||
+                            (r = ep_calltree_intern(rd->tree, "", &pf.module)) < 0 ||
+                            (r = ep_calltree_child(rd->tree, 0, &pf, &pnode)) < 0)
+                                return r;
+                }
+
+                Span span;
+                r = load_stack(rd, stack, &span);
+                if (r < 0)
+                        return r;
+                r = ep_calltree_add(rd->tree, pnode, rd->views + span.first, span.n, (uint64_t) count);
+                if (r < 0)
+                        return r;
+        }
+        if (r != SQLITE_DONE)
+                return sql_error(rd->db, "reading samples");
+        return 0;
+}
+
+int ep_store_read(sqlite3 *db, const EpStoreFilter *f, EpStoreReadFlags flags, EpCallTree *tree,
+                  EpStoreSummary *ret) {
+        Reader rd = { .db = db, .filter = f, .flags = flags, .tree = tree };
+        EpStoreSummary summary;
+        int r;
+
+        /* One read transaction: a consistent snapshot of the WAL. */
+        if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+                return sql_error(db, "starting a read transaction");
+
+        rd.frames = ep_hashmap_new(sizeof(int64_t), sizeof(Span));
+        rd.stacks = ep_hashmap_new(sizeof(int64_t), sizeof(Span));
+        if (!rd.frames || !rd.stacks) {
+                r = -ENOMEM;
+                goto finish;
+        }
+        if ((r = prepare(db,
+                         "SELECT f.kind, f.addr, f.module, fi.path FROM frames f"
+                         " LEFT JOIN files fi ON fi.id = f.file WHERE f.id = ?1",
+                         &rd.frame_stmt)) < 0 ||
+            (r = prepare(db, "SELECT function FROM frame_lines WHERE frame = ?1 ORDER BY depth",
+                         &rd.lines_stmt)) < 0 ||
+            (r = prepare(db, "SELECT frames FROM stacks WHERE id = ?1", &rd.stack_stmt)) < 0)
+                goto finish;
+
+        r = read_summary(db, f, &summary);
+        if (r < 0)
+                goto finish;
+        if (summary.samples > 0) {
+                r = read_samples(&rd);
+                if (r < 0)
+                        goto finish;
+        }
+        if (ret)
+                *ret = summary;
+        r = 0;
+
+finish:
+        sqlite3_finalize(rd.frame_stmt);
+        sqlite3_finalize(rd.lines_stmt);
+        sqlite3_finalize(rd.stack_stmt);
+        ep_hashmap_free(rd.frames);
+        ep_hashmap_free(rd.stacks);
+        free(rd.views);
+        (void) sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+        return r;
+}

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "view-options.h"
+
+int ep_usage_error(const char *verb, const char *format, ...) {
+        va_list ap;
+
+        fprintf(stderr, "ebpf-profiler%s%s: ", verb ? " " : "", verb ?: "");
+        va_start(ap, format);
+        vfprintf(stderr, format, ap);
+        va_end(ap);
+        fprintf(stderr, "\nTry 'ebpf-profiler%s%s --help'.\n", verb ? " " : "", verb ?: "");
+        return EXIT_USAGE;
+}
+
+int ep_getopt_error(const char *verb, int optopt_, char **argv) {
+        extern int optind;
+        const char *arg = optind > 0 ? argv[optind - 1] : "?";
+
+        if (optopt_ != 0 && !startswith(arg, "--")) {
+                char opt[3] = { '-', (char) optopt_, 0 };
+                return ep_usage_error(verb, "invalid option '%s'", opt);
+        }
+        return ep_usage_error(verb, "unrecognized option '%s'", arg);
+}
+
+static bool all_digits(const char *s) {
+        if (!*s)
+                return false;
+        bool dot = false;
+        for (; *s; s++) {
+                if (*s == '.' && !dot) {
+                        dot = true;
+                        continue;
+                }
+                if (!isdigit((unsigned char) *s))
+                        return false;
+        }
+        return true;
+}
+
+int ep_parse_when(const char *s, uint64_t now_ns, uint64_t *ret_ns) {
+        if (!s || !*s)
+                return -EINVAL;
+
+        if (streq(s, "now")) {
+                *ret_ns = now_ns;
+                return 0;
+        }
+
+        if (all_digits(s)) {
+                /* Unix seconds, maybe with a fraction. */
+                char *end;
+                errno = 0;
+                double secs = strtod(s, &end);
+                if (errno != 0 || *end || secs < 0 || secs > (double) (UINT64_MAX / NSEC_PER_SEC))
+                        return -ERANGE;
+                *ret_ns = (uint64_t) (secs * (double) NSEC_PER_SEC);
+                return 0;
+        }
+
+        /* A calendar time: 2024-05-01, 2024-05-01 10:00, 2024-05-01T10:00:05 */
+        if (isdigit((unsigned char) s[0]) && strlen(s) >= 10 && s[4] == '-' && s[7] == '-') {
+                static const char *const formats[] = {
+                        "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M",
+                        "%Y-%m-%dT%H:%M", "%Y-%m-%d",
+                };
+                for (size_t i = 0; i < ELEMENTSOF(formats); i++) {
+                        struct tm tm = { .tm_isdst = -1 };
+                        const char *end = strptime(s, formats[i], &tm);
+                        if (!end || *end)
+                                continue;
+                        time_t t = mktime(&tm);
+                        if (t < 0)
+                                return -ERANGE;
+                        *ret_ns = (uint64_t) t * NSEC_PER_SEC;
+                        return 0;
+                }
+                return -EINVAL;
+        }
+
+        uint64_t d;
+        int r = ep_parse_duration(s, &d);
+        if (r < 0)
+                return r;
+        *ret_ns = d >= now_ns ? 0 : now_ns - d;
+        return 0;
+}
+
+int ep_view_option(EpViewOptions *o, const char *verb, int c, const char *arg) {
+        uint64_t u;
+        int r;
+
+        switch (c) {
+        case EP_VIEW_ARG_STORE:
+                if (!*arg) {
+                        ep_usage_error(verb, "--store needs a path");
+                        return -EINVAL;
+                }
+                o->store = arg;
+                return 1;
+        case EP_VIEW_ARG_PID:
+                r = ep_parse_uint(arg, 1, INT32_MAX, &u);
+                if (r < 0) {
+                        ep_usage_error(verb, "invalid PID '%s'", arg);
+                        return -EINVAL;
+                }
+                o->filter.pid = (int64_t) u;
+                return 1;
+        case EP_VIEW_ARG_COMM:
+                if (!*arg) {
+                        ep_usage_error(verb, "--comm needs a name");
+                        return -EINVAL;
+                }
+                o->filter.comm = arg;
+                return 1;
+        case EP_VIEW_ARG_SINCE:
+        case EP_VIEW_ARG_UNTIL:
+                r = ep_parse_when(arg, ep_now_ns(CLOCK_REALTIME), &u);
+                if (r < 0) {
+                        ep_usage_error(verb,
+                                       "invalid time '%s' for --%s (use a time ago like 10m or 1h, unix seconds, or YYYY-MM-DD HH:MM)",
+                                       arg, c == EP_VIEW_ARG_SINCE ? "since" : "until");
+                        return -EINVAL;
+                }
+                if (c == EP_VIEW_ARG_SINCE)
+                        o->filter.since_ns = u;
+                else
+                        o->filter.until_ns = u;
+                return 1;
+        case EP_VIEW_ARG_KERNEL:
+                o->filter.kernel = true;
+                return 1;
+        case EP_VIEW_ARG_NO_KERNEL:
+                o->filter.kernel = false;
+                return 1;
+        default:
+                return 0;
+        }
+}
+
+int ep_view_open_store(const EpViewOptions *o, const char *verb, sqlite3 **ret) {
+        int r = ep_store_open(o->store, ret);
+        switch (r) {
+        case 0:
+                return 0;
+        case -ENOENT:
+                fprintf(stderr,
+                        "ebpf-profiler %s: no profile store at %s.\n"
+                        "Start the profiler first (ebpf-profiler run, or systemctl start ebpf-profiler.target),\n"
+                        "or point to a store with --store PATH.\n",
+                        verb, o->store);
+                return 1;
+        case -EACCES:
+        case -EPERM:
+                fprintf(stderr, "ebpf-profiler %s: cannot read %s: %s (try as root, or a member of the store's group).\n",
+                        verb, o->store, strerror(-r));
+                return 1;
+        case -EPROTO:
+                fprintf(stderr, "ebpf-profiler %s: %s is not a profile store this version understands (schema %d).\n",
+                        verb, o->store, EP_STORE_SCHEMA_VERSION);
+                return 1;
+        default:
+                fprintf(stderr, "ebpf-profiler %s: cannot open %s: %s\n", verb, o->store, strerror(-r));
+                return 1;
+        }
+}
+
+void ep_format_time(uint64_t ns, char *buf, size_t size) {
+        time_t t = (time_t) (ns / NSEC_PER_SEC);
+        struct tm tm;
+        if (!localtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+                snprintf(buf, size, "@%" PRIu64, (uint64_t) (ns / NSEC_PER_SEC));
+}
+
+void ep_format_span(uint64_t ns, char *buf, size_t size) {
+        uint64_t s = (uint64_t) (ns / NSEC_PER_SEC);
+        if (ns < NSEC_PER_SEC)
+                snprintf(buf, size, "%" PRIu64 "ms", (uint64_t) (ns / NSEC_PER_MSEC));
+        else if (s < 60)
+                snprintf(buf, size, "%" PRIu64 "s", s);
+        else if (s < 3600)
+                snprintf(buf, size, "%" PRIu64 "min %" PRIu64 "s", s / 60, s % 60);
+        else if (s < 86400)
+                snprintf(buf, size, "%" PRIu64 "h %" PRIu64 "min", s / 3600, s % 3600 / 60);
+        else
+                snprintf(buf, size, "%" PRIu64 "d %" PRIu64 "h", s / 86400, s % 86400 / 3600);
+}
+
+void ep_view_print_no_samples(const EpViewOptions *o) {
+        const EpStoreFilter *f = &o->filter;
+        if (f->pid >= 0 || f->comm || f->since_ns > 0 || f->until_ns != UINT64_MAX)
+                printf("No samples in %s match these filters.\n", o->store);
+        else
+                printf("The store %s holds no samples yet.\n", o->store);
+}
