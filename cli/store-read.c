@@ -106,8 +106,9 @@ int ep_store_frame_name(const EpStoredFrame *f, const char *function, char **ret
                         kind = EP_VIEW_NATIVE;
                         r = asprintf(&name, "%s", function);
                 } else
-                        r = asprintf(&name, "[unknown] %s+0x%" PRIx64,
-                                     basename_or(f->path, "?"), f->addr);
+                        /* Views are for people: unnamed code groups per file. The store keeps
+                         * every address (and the file ID) for a backend to symbolize. */
+                        r = asprintf(&name, "[unknown] %s", basename_or(f->path, "?"));
                 break;
         case EP_FRAME_KERNEL:
                 kind = EP_VIEW_KERNEL;
@@ -125,7 +126,7 @@ int ep_store_frame_name(const EpStoredFrame *f, const char *function, char **ret
                 if (function)
                         r = asprintf(&name, "%s", function);
                 else
-                        r = asprintf(&name, "[unknown] 0x%" PRIx64, f->addr);
+                        r = asprintf(&name, "[unmapped]");
                 break;
         }
         if (r < 0)
