@@ -105,43 +105,25 @@ int verb_flamegraph(int argc, char **argv) {
                         if (ep_parse_uint(optarg, 200, 100000, &width) < 0)
                                 return ep_usage_error("flamegraph", "invalid --width '%s' (200 to 100000)", optarg);
                         break;
-                case ':':
-                        return ep_usage_error("flamegraph", "option '%s' needs a value", argv[optind - 1]);
                 default:
-                        return ep_getopt_error("flamegraph", optopt, argv);
+                        return ep_getopt_error("flamegraph", c, argv);
                 }
         }
         if (optind < argc)
                 return ep_usage_error("flamegraph", "unexpected argument '%s'", argv[optind]);
 
-        _cleanup_sqlite_ sqlite3 *db = NULL;
-        r = ep_view_open_store(&o, "flamegraph", &db);
-        if (r != 0)
-                return r;
-
         _cleanup_calltree_ EpCallTree *tree = NULL;
         EpStoreSummary summary;
-        r = ep_calltree_new(&tree);
-        if (r >= 0)
-                r = ep_store_read(db, &o.filter, EP_STORE_READ_BY_PROCESS, tree, &summary);
-        if (r < 0) {
-                fprintf(stderr, "ebpf-profiler flamegraph: reading %s failed: %s\n", o.store, strerror(-r));
-                return 1;
-        }
-        if (summary.samples == 0) {
-                ep_view_print_no_samples(&o);
-                return 0;
-        }
+        r = ep_view_load(&o, "flamegraph", EP_STORE_READ_BY_PROCESS, &tree, &summary);
+        if (r <= 0)
+                return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 
-        char first[32], last[32], span[32];
-        ep_format_time(summary.first_ns, first, sizeof(first));
-        ep_format_time(summary.last_ns, last, sizeof(last));
-        ep_format_span(summary.last_ns - MIN(summary.first_ns, summary.last_ns), span, sizeof(span));
+        EpViewTimes t;
+        ep_view_times(&summary, &t);
         _cleanup_free_ char *subtitle = NULL;
         if (asprintf(&subtitle, "%" PRIu64 " samples, %" PRIu64 " process%s, %s to %s (%s)%s",
-                     summary.samples, summary.processes, summary.processes == 1 ? "" : "es", first,
-                     strncmp(first, last, 11) == 0 ? last + 11 : last, span,
-                     o.filter.kernel ? "" : ", kernel frames hidden") < 0) {
+                     summary.samples, summary.processes, summary.processes == 1 ? "" : "es", t.first,
+                     t.last_shown, t.span, o.filter.kernel ? "" : ", kernel frames hidden") < 0) {
                 fprintf(stderr, "ebpf-profiler flamegraph: out of memory\n");
                 return 1;
         }

@@ -43,6 +43,7 @@ typedef struct RunArgs {
         const char *frequency;  /* as given, validated */
         const char *interval;
         const char *store;
+        const char *cache_dir;
         const char *endpoint;
         const char *user;
         const char *log_level;
@@ -130,32 +131,45 @@ static int find_daemon(const char *dir, bool build_tree, unsigned i, char **ret)
         return 0;
 }
 
-static int find_policy(bool build_tree, char **ret) {
-        if (build_tree && access(EP_SOURCE_POLICY_PATH, R_OK) == 0) {
-                *ret = strdup(EP_SOURCE_POLICY_PATH);
-                return *ret ? 0 : -ENOMEM;
-        }
-        const char *candidates[] = { EP_DBUS_POLICY_PATH, "/usr/share/dbus-1/system.d/" POLICY_NAME,
-                                     "/etc/dbus-1/system.d/" POLICY_NAME };
+/* Where the system bus reads our policy from, or NULL when it is not installed. */
+static const char *installed_policy(void) {
+        static const char *const candidates[] = {
+                EP_DBUS_POLICY_PATH,
+                "/usr/share/dbus-1/system.d/" POLICY_NAME,
+                "/etc/dbus-1/system.d/" POLICY_NAME,
+        };
         for (size_t i = 0; i < ELEMENTSOF(candidates); i++)
-                if (access(candidates[i], R_OK) == 0) {
-                        *ret = strdup(candidates[i]);
-                        return *ret ? 0 : -ENOMEM;
-                }
-        return -ENOENT;
+                if (access(candidates[i], R_OK) == 0)
+                        return candidates[i];
+        return NULL;
+}
+
+static int find_policy(bool build_tree, char **ret) {
+        const char *path = build_tree && access(EP_SOURCE_POLICY_PATH, R_OK) == 0 ? EP_SOURCE_POLICY_PATH
+                                                                                  : installed_policy();
+        if (!path)
+                return -ENOENT;
+        *ret = strdup(path);
+        return *ret ? 0 : -ENOMEM;
 }
 
 /* Does the system bus know our policy? Without it no daemon could own its name there. */
 static bool system_policy_installed(void) {
-        const char *candidates[] = { EP_DBUS_POLICY_PATH, "/usr/share/dbus-1/system.d/" POLICY_NAME,
-                                     "/etc/dbus-1/system.d/" POLICY_NAME };
-        for (size_t i = 0; i < ELEMENTSOF(candidates); i++)
-                if (access(candidates[i], R_OK) == 0)
-                        return true;
-        return false;
+        return installed_policy() != NULL;
 }
 
 /* ---- preparing the host ---- */
+
+static int absolute_path(const char *path, char **ret) {
+        if (path[0] == '/') {
+                *ret = strdup(path);
+                return *ret ? 0 : -ENOMEM;
+        }
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof(cwd)))
+                return log_error_errno(-errno, "Cannot get the working directory: %m");
+        return asprintf(ret, "%s/%s", cwd, path) < 0 ? -ENOMEM : 0;
+}
 
 /* mkdir -p; *ret_created says whether the last component was made here. */
 static int mkdir_parents(const char *path, mode_t mode, bool *ret_created) {
@@ -183,13 +197,20 @@ static int mkdir_parents(const char *path, mode_t mode, bool *ret_created) {
         return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-static int prepare_state_dir(const char *dir, bool ours, const struct passwd *pw) {
+/* A directory a daemon running as pw writes to. The profiler's own (ours: the default place) is
+ * handed to pw; a directory the user named only gets created if missing (and then handed over),
+ * never taken over. who: the daemon, for the warning when pw cannot write there. */
+static int prepare_state_dir(const char *dir, bool ours, const struct passwd *pw, const char *who) {
         bool created;
         int r = mkdir_parents(dir, 0755, &created);
         if (r < 0)
                 return log_error_errno(r, "Cannot create %s: %m", dir);
         if ((created || ours) && chown(dir, pw->pw_uid, pw->pw_gid) < 0)
                 return log_error_errno(-errno, "Cannot hand %s to user %s: %m", dir, pw->pw_name);
+
+        struct stat st;
+        if (stat(dir, &st) == 0 && st.st_uid != pw->pw_uid && !(st.st_mode & S_IWOTH))
+                log_warning("%s is not writable for user %s (the %s runs as that user).", dir, pw->pw_name, who);
         return 0;
 }
 
@@ -201,10 +222,8 @@ static int prepare_store(const char *store, const struct passwd *pw) {
         if (!*dir)
                 return log_error_errno(-EINVAL, "Put the store in a directory of its own, not in /.");
 
-        /* The default place belongs to the profiler; a directory the user named only gets
-         * created if missing (and then handed over), never taken over. */
         bool ours = streq(dir, EP_STATE_DIR);
-        int r = prepare_state_dir(dir, ours, pw);
+        int r = prepare_state_dir(dir, ours, pw, "collector");
         if (r < 0)
                 return r;
         if (ours) {
@@ -216,9 +235,6 @@ static int prepare_store(const char *store, const struct passwd *pw) {
                                 log_warning_errno(-errno, "Cannot hand %s to user %s: %m", path, pw->pw_name);
                 }
         }
-        struct stat st;
-        if (stat(dir, &st) == 0 && st.st_uid != pw->pw_uid && !(st.st_mode & S_IWOTH))
-                log_warning("%s is not writable for user %s (the collector runs as that user).", dir, pw->pw_name);
         return 0;
 }
 
@@ -284,12 +300,6 @@ static char **make_env(const char *bus_address, const struct passwd *pw) {
                 return NULL;
         }
         return env;
-}
-
-static void free_env(char **env) {
-        for (size_t i = 0; env && env[i]; i++)
-                free(env[i]);
-        free(env);
 }
 
 /* ---- stopping ---- */
@@ -413,6 +423,7 @@ static void help(void) {
                "      --frequency HZ         samples per second per CPU (1-10000; loader default 20)\n"
                "      --interval DURATION    aggregation interval of the store (collector default)\n"
                "      --store PATH           the profile store (default " EP_STORE_DEFAULT_PATH ")\n"
+               "      --cache-dir DIR        the symbolizer's cache (default " EP_CACHE_DIR ")\n"
                "      --otlp-endpoint URL    also export OTLP profiles to URL\n"
                "      --private-bus          always start a private bus\n"
                "      --user NAME            the unprivileged user (default " EP_UNPRIVILEGED_USER ")\n"
@@ -426,6 +437,7 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 ARG_FREQUENCY,
                 ARG_INTERVAL,
                 ARG_STORE,
+                ARG_CACHE_DIR,
                 ARG_ENDPOINT,
                 ARG_PRIVATE_BUS,
                 ARG_USER,
@@ -436,6 +448,7 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 { "frequency", required_argument, NULL, ARG_FREQUENCY },
                 { "interval", required_argument, NULL, ARG_INTERVAL },
                 { "store", required_argument, NULL, ARG_STORE },
+                { "cache-dir", required_argument, NULL, ARG_CACHE_DIR },
                 { "otlp-endpoint", required_argument, NULL, ARG_ENDPOINT },
                 { "private-bus", no_argument, NULL, ARG_PRIVATE_BUS },
                 { "user", required_argument, NULL, ARG_USER },
@@ -472,6 +485,11 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                                 return ep_usage_error("run", "--store needs a path");
                         a->store = optarg;
                         break;
+                case ARG_CACHE_DIR:
+                        if (!*optarg)
+                                return ep_usage_error("run", "--cache-dir needs a path");
+                        a->cache_dir = optarg;
+                        break;
                 case ARG_ENDPOINT:
                         if (!startswith(optarg, "http://") && !startswith(optarg, "https://") &&
                             !startswith(optarg, "grpc://") && !startswith(optarg, "grpcs://"))
@@ -493,10 +511,8 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                                                       optarg);
                         a->log_level = optarg;
                         break;
-                case ':':
-                        return ep_usage_error("run", "option '%s' needs a value", argv[optind - 1]);
                 default:
-                        return ep_getopt_error("run", optopt, argv);
+                        return ep_getopt_error("run", c, argv);
                 }
         if (optind < argc)
                 return ep_usage_error("run", "unexpected argument '%s'", argv[optind]);
@@ -504,12 +520,17 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
 }
 
 /* argv of one daemon, with the options that concern it. */
-static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const char *store) {
+static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const char *store,
+                          const char *cache_dir) {
         const char *v[12];
         size_t n = 0;
 
         v[n++] = path;
         switch (i) {
+        case SYMBOLIZER:
+                v[n++] = "--cache-dir";
+                v[n++] = cache_dir;
+                break;
         case LOADER:
                 if (a->frequency) {
                         v[n++] = "--frequency";
@@ -551,6 +572,7 @@ typedef struct Prepared {
         char *paths[_DAEMON_MAX];
         char *policy;
         char *store;
+        char *cache_dir;
         struct passwd pw;
         char *pw_name, *pw_dir;
         gid_t *groups;
@@ -563,6 +585,7 @@ static void prepared_done(Prepared *p) {
                 free(p->paths[i]);
         free(p->policy);
         free(p->store);
+        free(p->cache_dir);
         free(p->pw_name);
         free(p->pw_dir);
         free(p->groups);
@@ -621,18 +644,13 @@ static int prepare(const RunArgs *a, Prepared *p) {
         if (r < 0 && r != -ENOENT)
                 return r;
 
-        /* The daemons run in /: the store path must not depend on our working directory. */
-        if (a->store[0] == '/')
-                p->store = strdup(a->store);
-        else {
-                char cwd[PATH_MAX];
-                if (!getcwd(cwd, sizeof(cwd)))
-                        return log_error_errno(-errno, "Cannot get the working directory: %m");
-                if (asprintf(&p->store, "%s/%s", cwd, a->store) < 0)
-                        p->store = NULL;
-        }
-        if (!p->store)
-                return -ENOMEM;
+        /* The daemons run in /: their paths must not depend on our working directory. */
+        r = absolute_path(a->store, &p->store);
+        if (r < 0)
+                return r;
+        r = absolute_path(a->cache_dir, &p->cache_dir);
+        if (r < 0)
+                return r;
 
         r = lock_runtime_dir(ep_runtime_dir(), &p->lock_fd);
         if (r < 0)
@@ -641,7 +659,7 @@ static int prepare(const RunArgs *a, Prepared *p) {
         if (r < 0)
                 return r;
         /* The symbolizer's cache; not fatal if it cannot be made. */
-        (void) prepare_state_dir(EP_CACHE_DIR, true, &p->pw);
+        (void) prepare_state_dir(p->cache_dir, streq(p->cache_dir, EP_CACHE_DIR), &p->pw, "symbolizer");
         return 0;
 }
 
@@ -715,7 +733,7 @@ static int run_supervised(Run *run, const Prepared *p, const char *bus_address) 
 
         for (unsigned i = 0; i < _DAEMON_MAX; i++) {
                 const struct passwd *pw = daemons[i].unprivileged ? &p->pw : NULL;
-                char **argv = daemon_argv(i, p->paths[i], run->args, p->store);
+                char **argv = daemon_argv(i, p->paths[i], run->args, p->store, p->cache_dir);
                 char **env = make_env(bus_address, pw);
                 EpChildSpec spec = {
                         .name = daemons[i].name,
@@ -731,7 +749,7 @@ static int run_supervised(Run *run, const Prepared *p, const char *bus_address) 
                 };
                 r = argv && env ? ep_supervisor_add(run->sup, &spec) : -ENOMEM;
                 free(argv);
-                free_env(env);
+                ep_strv_free(env);
                 if (r < 0)
                         return log_error_errno(r, "Cannot set up the %s: %m", daemons[i].name);
         }
@@ -755,6 +773,7 @@ static int run_supervised(Run *run, const Prepared *p, const char *bus_address) 
 int verb_run(int argc, char **argv) {
         RunArgs a = {
                 .store = EP_STORE_DEFAULT_PATH,
+                .cache_dir = EP_CACHE_DIR,
                 .user = EP_UNPRIVILEGED_USER,
         };
         int r = parse_args(argc, argv, &a);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -62,4 +63,10 @@ const char *ep_wait_status_string(int code, int status, char *buf, size_t size) 
                 snprintf(buf, size, "changed state (code %d, status %d)", code, status);
         }
         return buf;
+}
+
+void ep_strv_free(char **v) {
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
 }

@@ -16,3 +16,6 @@ int ep_kill_and_wait(pid_t pid, uint64_t timeout_ns, int *ret_status);
 
 /* "exited with status 1", "was killed by signal TERM". */
 const char *ep_wait_status_string(int code, int status, char *buf, size_t size);
+
+/* Frees a NULL-terminated array of strings (an argv or environment) and the strings. */
+void ep_strv_free(char **v);

@@ -59,90 +59,65 @@ static int print_value(sd_bus_message *m, FILE *f, bool json) {
         if (r <= 0)
                 return r < 0 ? r : -EBADMSG;
 
-        switch (type) {
-        case SD_BUS_TYPE_BYTE: {
-                uint8_t v;
-                r = sd_bus_message_read_basic(m, type, &v);
-                if (r >= 0)
-                        fprintf(f, "%u", v);
-                return r;
-        }
-        case SD_BUS_TYPE_BOOLEAN: {
-                int v;
-                r = sd_bus_message_read_basic(m, type, &v);
-                if (r >= 0)
-                        fputs(v ? (json ? "true" : "yes") : (json ? "false" : "no"), f);
-                return r;
-        }
-        case SD_BUS_TYPE_INT16: {
-                int16_t v;
-                r = sd_bus_message_read_basic(m, type, &v);
-                if (r >= 0)
-                        fprintf(f, "%" PRIi16, v);
-                return r;
-        }
-        case SD_BUS_TYPE_UINT16: {
-                uint16_t v;
-                r = sd_bus_message_read_basic(m, type, &v);
-                if (r >= 0)
-                        fprintf(f, "%" PRIu16, v);
-                return r;
-        }
-        case SD_BUS_TYPE_INT32: {
-                int32_t v;
-                r = sd_bus_message_read_basic(m, type, &v);
-                if (r >= 0)
-                        fprintf(f, "%" PRIi32, v);
-                return r;
-        }
-        case SD_BUS_TYPE_UINT32: {
-                uint32_t v;
-                r = sd_bus_message_read_basic(m, type, &v);
-                if (r >= 0)
-                        fprintf(f, "%" PRIu32, v);
-                return r;
-        }
-        case SD_BUS_TYPE_INT64: {
-                int64_t v;
-                r = sd_bus_message_read_basic(m, type, &v);
-                if (r >= 0)
-                        fprintf(f, "%" PRIi64, v);
-                return r;
-        }
-        case SD_BUS_TYPE_UINT64: {
-                uint64_t v;
-                r = sd_bus_message_read_basic(m, type, &v);
-                if (r >= 0)
-                        fprintf(f, "%" PRIu64, v);
-                return r;
-        }
-        case SD_BUS_TYPE_DOUBLE: {
-                double v;
-                r = sd_bus_message_read_basic(m, type, &v);
-                if (r >= 0)
-                        fprintf(f, "%g", v);
-                return r;
-        }
-        case SD_BUS_TYPE_UNIX_FD: {
-                int v;
-                r = sd_bus_message_read_basic(m, type, &v);
-                if (r >= 0)
-                        fputs(json ? "null" : "(fd)", f);
-                return r;
-        }
-        case SD_BUS_TYPE_STRING:
-        case SD_BUS_TYPE_OBJECT_PATH:
-        case SD_BUS_TYPE_SIGNATURE: {
-                const char *v;
+        if (type && strchr("ybnqiuxtdhsog", type)) { /* a basic type */
+                union {
+                        uint8_t y;
+                        int b;
+                        int16_t n;
+                        uint16_t q;
+                        int32_t i;
+                        uint32_t u;
+                        int64_t x;
+                        uint64_t t;
+                        double d;
+                        int h;
+                        const char *s;
+                } v;
+
                 r = sd_bus_message_read_basic(m, type, &v);
                 if (r < 0)
                         return r;
-                if (json)
-                        json_string(f, v);
-                else
-                        fputs(*v ? v : "\"\"", f);
+                switch (type) {
+                case SD_BUS_TYPE_BYTE:
+                        fprintf(f, "%u", v.y);
+                        break;
+                case SD_BUS_TYPE_BOOLEAN:
+                        fputs(v.b ? (json ? "true" : "yes") : (json ? "false" : "no"), f);
+                        break;
+                case SD_BUS_TYPE_INT16:
+                        fprintf(f, "%" PRIi16, v.n);
+                        break;
+                case SD_BUS_TYPE_UINT16:
+                        fprintf(f, "%" PRIu16, v.q);
+                        break;
+                case SD_BUS_TYPE_INT32:
+                        fprintf(f, "%" PRIi32, v.i);
+                        break;
+                case SD_BUS_TYPE_UINT32:
+                        fprintf(f, "%" PRIu32, v.u);
+                        break;
+                case SD_BUS_TYPE_INT64:
+                        fprintf(f, "%" PRIi64, v.x);
+                        break;
+                case SD_BUS_TYPE_UINT64:
+                        fprintf(f, "%" PRIu64, v.t);
+                        break;
+                case SD_BUS_TYPE_DOUBLE:
+                        fprintf(f, "%g", v.d);
+                        break;
+                case SD_BUS_TYPE_UNIX_FD:
+                        fputs(json ? "null" : "(fd)", f);
+                        break;
+                default: /* string, object path, signature */
+                        if (json)
+                                json_string(f, v.s);
+                        else
+                                fputs(*v.s ? v.s : "\"\"", f);
+                }
                 return 0;
         }
+
+        switch (type) {
         case SD_BUS_TYPE_VARIANT:
                 r = sd_bus_message_enter_container(m, type, contents);
                 if (r < 0)
@@ -305,10 +280,8 @@ int verb_status(int argc, char **argv) {
                 case ARG_JSON:
                         json = true;
                         break;
-                case ':':
-                        return ep_usage_error("status", "option '%s' needs a value", argv[optind - 1]);
                 default:
-                        return ep_getopt_error("status", optopt, argv);
+                        return ep_getopt_error("status", c, argv);
                 }
         if (optind < argc)
                 return ep_usage_error("status", "unexpected argument '%s'", argv[optind]);

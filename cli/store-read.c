@@ -192,6 +192,17 @@ static int push_frame_line(Reader *rd, const EpStoredFrame *f, const char *funct
         return push_named(rd, name, module, kind);
 }
 
+/* Remembers the span of a frame or stack (cache: id → Span) so it is loaded once; returns it. */
+static int cache_span(EpHashmap *cache, int64_t id, Span span, Span *ret) {
+        void *v;
+        int r = ep_hashmap_put(cache, &id, &v);
+        if (r < 0)
+                return r;
+        *(Span *) v = span;
+        *ret = span;
+        return 0;
+}
+
 /* Materializes one stored frame (all its inline lines) into views; returns its span. */
 static int load_frame(Reader *rd, int64_t id, Span *ret) {
         Span *cached = ep_hashmap_get(rd->frames, &id);
@@ -238,14 +249,7 @@ static int load_frame(Reader *rd, int64_t id, Span *ret) {
                 }
         }
         span.n = (uint32_t) (rd->n_views - span.first);
-
-        void *v;
-        r = ep_hashmap_put(rd->frames, &id, &v);
-        if (r < 0)
-                return r;
-        *(Span *) v = span;
-        *ret = span;
-        return 0;
+        return cache_span(rd->frames, id, span, ret);
 }
 
 static int load_stack(Reader *rd, int64_t id, Span *ret) {
@@ -314,14 +318,7 @@ static int load_stack(Reader *rd, int64_t id, Span *ret) {
                         return r;
         }
         span.n = (uint32_t) (rd->n_views - span.first);
-
-        void *v;
-        r = ep_hashmap_put(rd->stacks, &id, &v);
-        if (r < 0)
-                return r;
-        *(Span *) v = span;
-        *ret = span;
-        return 0;
+        return cache_span(rd->stacks, id, span, ret);
 }
 
 #define SAMPLE_FILTER                                                   \

@@ -83,12 +83,6 @@ static char **strv_copy(char *const *v) {
         return c;
 }
 
-static void strv_free(char **v) {
-        for (size_t i = 0; v && v[i]; i++)
-                free(v[i]);
-        free(v);
-}
-
 static Child *child_free(Child *c) {
         if (!c)
                 return NULL;
@@ -97,8 +91,8 @@ static Child *child_free(Child *c) {
         sd_event_source_disable_unref(c->restart_timer);
         free(c->name);
         free(c->bus_name);
-        strv_free(c->argv);
-        strv_free(c->env);
+        ep_strv_free(c->argv);
+        ep_strv_free(c->env);
         free(c->groups);
         free(c);
         return NULL;

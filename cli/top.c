@@ -26,16 +26,11 @@ int ep_top_print(FILE *f, const EpCallTree *tree, const EpStoreSummary *summary,
         if (r < 0)
                 return r;
 
-        char first[32], last[32], span[32];
-        ep_format_time(summary->first_ns, first, sizeof(first));
-        ep_format_time(summary->last_ns, last, sizeof(last));
-        ep_format_span(summary->last_ns > summary->first_ns ? summary->last_ns - summary->first_ns : 0,
-                       span, sizeof(span));
-        /* Same day: the second time without its date. */
-        const char *last_shown = strncmp(first, last, 11) == 0 ? last + 11 : last;
+        EpViewTimes t;
+        ep_view_times(summary, &t);
         fprintf(f, "%" PRIu64 " samples, %" PRIu64 " process%s, %s → %s (%s, %" PRIu64 " interval%s)\n",
-                summary->samples, summary->processes, summary->processes == 1 ? "" : "es", first,
-                last_shown, span, summary->intervals, summary->intervals == 1 ? "" : "s");
+                summary->samples, summary->processes, summary->processes == 1 ? "" : "es", t.first,
+                t.last_shown, t.span, summary->intervals, summary->intervals == 1 ? "" : "s");
 
         uint64_t total = ep_calltree_node(tree, 0)->total;
         size_t shown = limit > 0 ? MIN(limit, n) : n;
@@ -99,36 +94,18 @@ int verb_top(int argc, char **argv) {
                         if (ep_parse_uint(optarg, 0, SIZE_MAX, &limit) < 0)
                                 return ep_usage_error("top", "invalid --limit '%s'", optarg);
                         break;
-                case ':':
-                        return ep_usage_error("top", "option '%s' needs a value", argv[optind - 1]);
                 default:
-                        return ep_getopt_error("top", optopt, argv);
+                        return ep_getopt_error("top", c, argv);
                 }
         }
         if (optind < argc)
                 return ep_usage_error("top", "unexpected argument '%s'", argv[optind]);
 
-        _cleanup_sqlite_ sqlite3 *db = NULL;
-        r = ep_view_open_store(&o, "top", &db);
-        if (r != 0)
-                return r;
-
         _cleanup_calltree_ EpCallTree *tree = NULL;
         EpStoreSummary summary;
-        r = ep_calltree_new(&tree);
-        if (r < 0) {
-                fprintf(stderr, "ebpf-profiler top: out of memory\n");
-                return 1;
-        }
-        r = ep_store_read(db, &o.filter, 0, tree, &summary);
-        if (r < 0) {
-                fprintf(stderr, "ebpf-profiler top: reading %s failed: %s\n", o.store, strerror(-r));
-                return 1;
-        }
-        if (summary.samples == 0) {
-                ep_view_print_no_samples(&o);
-                return 0;
-        }
+        r = ep_view_load(&o, "top", 0, &tree, &summary);
+        if (r <= 0)
+                return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 
         r = ep_top_print(stdout, tree, &summary, (size_t) limit);
         if (r < 0) {

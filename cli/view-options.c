@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,12 +22,13 @@ int ep_usage_error(const char *verb, const char *format, ...) {
         return EXIT_USAGE;
 }
 
-int ep_getopt_error(const char *verb, int optopt_, char **argv) {
-        extern int optind;
+int ep_getopt_error(const char *verb, int c, char **argv) {
         const char *arg = optind > 0 ? argv[optind - 1] : "?";
 
-        if (optopt_ != 0 && !startswith(arg, "--")) {
-                char opt[3] = { '-', (char) optopt_, 0 };
+        if (c == ':')
+                return ep_usage_error(verb, "option '%s' needs a value", arg);
+        if (optopt != 0 && !startswith(arg, "--")) {
+                char opt[3] = { '-', (char) optopt, 0 };
                 return ep_usage_error(verb, "invalid option '%s'", opt);
         }
         return ep_usage_error(verb, "unrecognized option '%s'", arg);
@@ -158,20 +160,47 @@ int ep_view_open_store(const EpViewOptions *o, const char *verb, sqlite3 **ret) 
                         "Start the profiler first (ebpf-profiler run, or systemctl start ebpf-profiler.target),\n"
                         "or point to a store with --store PATH.\n",
                         verb, o->store);
-                return 1;
+                break;
         case -EACCES:
         case -EPERM:
                 fprintf(stderr, "ebpf-profiler %s: cannot read %s: %s (try as root, or a member of the store's group).\n",
                         verb, o->store, strerror(-r));
-                return 1;
+                break;
         case -EPROTO:
                 fprintf(stderr, "ebpf-profiler %s: %s is not a profile store this version understands (schema %d).\n",
                         verb, o->store, EP_STORE_SCHEMA_VERSION);
-                return 1;
+                break;
         default:
                 fprintf(stderr, "ebpf-profiler %s: cannot open %s: %s\n", verb, o->store, strerror(-r));
-                return 1;
         }
+        return r;
+}
+
+int ep_view_load(const EpViewOptions *o, const char *verb, EpStoreReadFlags flags, EpCallTree **ret_tree,
+                 EpStoreSummary *ret_summary) {
+        _cleanup_sqlite_ sqlite3 *db = NULL;
+        _cleanup_calltree_ EpCallTree *tree = NULL;
+        int r;
+
+        r = ep_view_open_store(o, verb, &db);
+        if (r < 0)
+                return r;
+        r = ep_calltree_new(&tree);
+        if (r < 0) {
+                fprintf(stderr, "ebpf-profiler %s: out of memory\n", verb);
+                return r;
+        }
+        r = ep_store_read(db, &o->filter, flags, tree, ret_summary);
+        if (r < 0) {
+                fprintf(stderr, "ebpf-profiler %s: reading %s failed: %s\n", verb, o->store, strerror(-r));
+                return r;
+        }
+        if (ret_summary->samples == 0) {
+                ep_view_print_no_samples(o);
+                return 0;
+        }
+        *ret_tree = TAKE_PTR(tree);
+        return 1;
 }
 
 void ep_format_time(uint64_t ns, char *buf, size_t size) {
@@ -193,6 +222,14 @@ void ep_format_span(uint64_t ns, char *buf, size_t size) {
                 snprintf(buf, size, "%" PRIu64 "h %" PRIu64 "min", s / 3600, s % 3600 / 60);
         else
                 snprintf(buf, size, "%" PRIu64 "d %" PRIu64 "h", s / 86400, s % 86400 / 3600);
+}
+
+void ep_view_times(const EpStoreSummary *summary, EpViewTimes *ret) {
+        ep_format_time(summary->first_ns, ret->first, sizeof(ret->first));
+        ep_format_time(summary->last_ns, ret->last, sizeof(ret->last));
+        ep_format_span(summary->last_ns - MIN(summary->first_ns, summary->last_ns), ret->span, sizeof(ret->span));
+        /* "YYYY-MM-DD " is 11 characters. */
+        ret->last_shown = strncmp(ret->first, ret->last, 11) == 0 ? ret->last + 11 : ret->last;
 }
 
 void ep_view_print_no_samples(const EpViewOptions *o) {

@@ -54,8 +54,14 @@ int ep_view_option(EpViewOptions *o, const char *verb, int c, const char *arg);
 /* Parses WHEN relative to now_ns (CLOCK_REALTIME). */
 int ep_parse_when(const char *s, uint64_t now_ns, uint64_t *ret_ns);
 
-/* Opens the store, printing a clear message on failure. Returns 0, or the exit code. */
+/* Opens the store. Returns 0, or a negative errno after printing a clear message. */
 int ep_view_open_store(const EpViewOptions *o, const char *verb, sqlite3 **ret);
+
+/* Reads the samples o selects from its store into a new call tree. Returns 1 with *ret_tree and
+ * *ret_summary set; 0 after saying on stdout that no samples match (nothing to show, not an
+ * error); a negative errno after saying on stderr what went wrong. */
+int ep_view_load(const EpViewOptions *o, const char *verb, EpStoreReadFlags flags, EpCallTree **ret_tree,
+                 EpStoreSummary *ret_summary);
 
 /* Prints that nothing matched (not an error: exit 0). */
 void ep_view_print_no_samples(const EpViewOptions *o);
@@ -65,9 +71,17 @@ void ep_format_time(uint64_t ns, char *buf, size_t size);
 /* Writes a short duration, "1h 5min", "42s", "350ms". */
 void ep_format_span(uint64_t ns, char *buf, size_t size);
 
+/* When the samples of a summary were taken, as the views print it: first and last time, the last
+ * without its date when it is the same day (last_shown), and how long that is. */
+typedef struct EpViewTimes {
+        char first[32], last[32], span[32];
+        const char *last_shown;
+} EpViewTimes;
+void ep_view_times(const EpStoreSummary *summary, EpViewTimes *ret);
+
 /* Prints the usual message for a bad command line and returns the exit code for it (2). */
 int ep_usage_error(const char *verb, const char *format, ...) _printf_(2, 3);
-/* For getopt's '?' and ':' results. */
-int ep_getopt_error(const char *verb, int optopt, char **argv);
+/* For getopt's '?' and ':' results (c), with the optstring starting with ':'. */
+int ep_getopt_error(const char *verb, int c, char **argv);
 
 #define EXIT_USAGE 2

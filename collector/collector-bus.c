@@ -156,7 +156,8 @@ static const sd_bus_vtable collector_vtable[] = {
         SD_BUS_PROPERTY("PendingSymbols", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LastError", "s", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         /* Access is restricted by the bus policy (units/org.ebpfprofiler.conf). */
-        SD_BUS_METHOD("OpenExportRing", "", "hh", method_open_export_ring, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("OpenExportRing", "", "", "hh", SD_BUS_PARAM(ring) SD_BUS_PARAM(eventfd),
+                                 method_open_export_ring, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Flush", "", "", method_flush, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END,
 };
@@ -201,6 +202,22 @@ static int on_props_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                         log_debug_errno(r, "Cannot emit PropertiesChanged: %m");
         }
         return rearm(s, COLLECTOR_PROPERTIES_PERIOD_NS);
+}
+
+/* ---- peers ---- */
+
+/* When m is the error reply of a peer's method: says so (log, LastError) and returns true. */
+static bool call_refused(Collector *c, sd_bus_message *m, const char *peer, const char *method) {
+        const sd_bus_error *e;
+        const char *why;
+
+        if (!sd_bus_message_is_method_error(m, NULL))
+                return false;
+        e = sd_bus_message_get_error(m);
+        why = e && e->message ? e->message : "?";
+        log_warning("%s refused %s(): %s", peer, method, why);
+        collector_set_error(c, "%s refused %s(): %s", peer, method, why);
+        return true;
 }
 
 /* ---- the loader ---- */
@@ -276,14 +293,8 @@ static int on_trace_ring_reply(sd_bus_message *m, void *userdata, sd_bus_error *
         int ring_fd, efd, r;
 
         c->loader_call = sd_bus_slot_unref(c->loader_call);
-        if (sd_bus_message_is_method_error(m, NULL)) {
-                const sd_bus_error *e = sd_bus_message_get_error(m);
-
-                log_warning("Loader refused OpenTraceRing(): %s", e && e->message ? e->message : "?");
-                collector_set_error(c, "Loader refused OpenTraceRing(): %s",
-                                    e && e->message ? e->message : "?");
+        if (call_refused(c, m, "Loader", "OpenTraceRing"))
                 goto retry;
-        }
         r = sd_bus_message_read(m, "hh", &ring_fd, &efd);
         if (r < 0) {
                 log_warning_errno(r, "Bad OpenTraceRing() reply: %m");
@@ -348,14 +359,8 @@ static int on_session_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret
         int req_ring, req_efd, resp_ring, resp_efd, r;
 
         c->sym.call = sd_bus_slot_unref(c->sym.call);
-        if (sd_bus_message_is_method_error(m, NULL)) {
-                const sd_bus_error *e = sd_bus_message_get_error(m);
-
-                log_warning("Symbolizer refused OpenSession(): %s", e && e->message ? e->message : "?");
-                collector_set_error(c, "Symbolizer refused OpenSession(): %s",
-                                    e && e->message ? e->message : "?");
+        if (call_refused(c, m, "Symbolizer", "OpenSession"))
                 goto retry;
-        }
         r = sd_bus_message_read(m, "hhhh", &req_ring, &req_efd, &resp_ring, &resp_efd);
         if (r < 0) {
                 log_warning_errno(r, "Bad OpenSession() reply: %m");

@@ -60,17 +60,39 @@ void collector_done(Collector *c) {
 
 void collector_set_error(Collector *c, const char *format, ...) {
         va_list ap;
-        char *s = NULL;
+        int r;
 
+        /* No signal here: the properties timer publishes LastError (by its generation). */
         va_start(ap, format);
-        if (vasprintf(&s, format, ap) < 0)
-                s = NULL;
+        r = ep_daemon_set_last_errorv(NULL, &c->last_error, format, ap);
         va_end(ap);
-        if (!s)
-                return;
-        free(c->last_error);
-        c->last_error = s;
-        c->last_error_gen++;
+        if (r >= 0)
+                c->last_error_gen++;
+}
+
+int collector_drain_ring(Collector *c, EpRing *ring, collector_apply_t apply, unsigned *ret_n,
+                         bool *ret_oom) {
+        *ret_n = 0;
+        *ret_oom = false;
+        ep_ring_clear_wakeup(ring);
+        for (;;) {
+                EpRingRecord h;
+                const void *p;
+                int r;
+
+                r = ep_ring_peek(ring, &h, &p);
+                if (r == 0)
+                        return 0;
+                if (r < 0) {
+                        c->decode_errors++;
+                        return r;
+                }
+                r = apply(c, h.type, p, h.len);
+                ep_ring_consume(ring);
+                if (r == -ENOMEM)
+                        *ret_oom = true;
+                (*ret_n)++;
+        }
 }
 
 void interval_refs_done(IntervalRefs *refs) {

@@ -15,6 +15,7 @@
 #include "files.h"
 #include "frames.h"
 #include "interval.h"
+#include "log.h"
 #include "processes.h"
 #include "shm-ring.h"
 #include "stacks.h"
@@ -98,7 +99,30 @@ typedef struct Collector {
 
 int collector_init(Collector *c);
 void collector_done(Collector *c);
+/* Sets LastError; the properties timer announces it with the counters. */
 void collector_set_error(Collector *c, const char *format, ...) _printf_(2, 3);
+
+/* Counts a malformed record in decode_errors; logs it and sets LastError the first time this
+ * call site sees one only. Evaluates to -EBADMSG. */
+#define DECODE_ERROR(c, ...)                                      \
+        ({                                                        \
+                static bool _logged_ = false;                     \
+                (c)->decode_errors++;                             \
+                if (!_logged_) {                                  \
+                        _logged_ = true;                          \
+                        log_warning(__VA_ARGS__);                 \
+                        collector_set_error((c), __VA_ARGS__);    \
+                }                                                 \
+                -EBADMSG;                                         \
+        })
+
+typedef int (*collector_apply_t)(Collector *c, uint16_t type, const void *payload, size_t len);
+/* Hands each record waiting in ring to apply() and consumes it; a record apply() fails on is
+ * dropped. ret_n: how many records were read; ret_oom: whether apply() ran out of memory.
+ * Returns 0, or the ring's error when it is corrupt (counted in decode_errors; the caller
+ * replaces the ring). */
+int collector_drain_ring(Collector *c, EpRing *ring, collector_apply_t apply, unsigned *ret_n,
+                         bool *ret_oom);
 
 /* intake.c: one trace-ring record. Bad records are counted in decode_errors and return
  * -EBADMSG; only allocation failures are otherwise fatal. */

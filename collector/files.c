@@ -34,16 +34,8 @@ int file_table_intern(FileTable *t, const uint8_t file_id[EP_FILE_ID_SIZE], cons
         uint32_t *v;
         int r;
 
-        v = ep_hashmap_get(t->by_id, file_id);
-        if (v) {
-                *ret_idx = *v;
-                return 0;
-        }
-        if (t->n >= UINT32_MAX)
-                return -E2BIG;
-
-        r = ARRAY_RESERVE(t->items, t->cap, t->n + 1);
-        if (r < 0)
+        r = INTERN_FIND_OR_RESERVE(t->by_id, file_id, t->items, t->cap, t->n, ret_idx);
+        if (r <= 0)
                 return r;
         FileEntry *f = &t->items[t->n];
         *f = (FileEntry) { .size = size };

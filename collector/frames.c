@@ -41,16 +41,8 @@ int frame_table_intern(FrameTable *t, uint8_t kind, uint8_t flags, uint32_t file
         uint32_t *v;
         int r;
 
-        v = ep_hashmap_get(t->index, &key);
-        if (v) {
-                *ret_idx = *v;
-                return 0;
-        }
-        if (t->n >= UINT32_MAX)
-                return -E2BIG;
-
-        r = ARRAY_RESERVE(t->items, t->cap, t->n + 1);
-        if (r < 0)
+        r = INTERN_FIND_OR_RESERVE(t->index, &key, t->items, t->cap, t->n, ret_idx);
+        if (r <= 0)
                 return r;
         r = ep_hashmap_put(t->index, &key, (void **) &v);
         if (r < 0)

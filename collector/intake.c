@@ -13,19 +13,6 @@
 #define PROCESS_NAME_MAX 4096
 #define CONTAINER_ID_MAX 256
 
-/* Counts a malformed record; logs and records the first of each kind only. */
-#define DECODE_ERROR(c, ...)                                      \
-        ({                                                        \
-                static bool _logged_ = false;                     \
-                (c)->decode_errors++;                             \
-                if (!_logged_) {                                  \
-                        _logged_ = true;                          \
-                        log_warning(__VA_ARGS__);                 \
-                        collector_set_error((c), __VA_ARGS__);    \
-                }                                                 \
-                -EBADMSG;                                         \
-        })
-
 int trace_msg_validate(const void *payload, size_t len) {
         EpTraceMsg h;
 
@@ -193,34 +180,22 @@ int collector_intake(Collector *c, uint16_t type, const void *payload, size_t le
 }
 
 void collector_drain_traces(Collector *c) {
-        unsigned n = 0;
+        unsigned n;
+        bool oom;
+        int r;
 
         if (!c->trace_ring)
                 return;
 
-        ep_ring_clear_wakeup(c->trace_ring);
-        for (;;) {
-                EpRingRecord h;
-                const void *p;
-                int r;
-
-                r = ep_ring_peek(c->trace_ring, &h, &p);
-                if (r == 0)
-                        break;
-                if (r < 0) {
-                        c->decode_errors++;
-                        log_error_errno(r, "Trace ring is corrupt; re-opening it.");
-                        collector_set_error(c, "Trace ring is corrupt; re-opened it.");
-                        collector_detach_loader(c);
-                        if (c->loader_watch)
-                                ep_peer_watch_retry(c->loader_watch);
-                        break;
-                }
-                r = collector_intake(c, h.type, p, h.len);
-                ep_ring_consume(c->trace_ring);
-                if (r == -ENOMEM)
-                        log_once(LOG_ERR, "Out of memory while reading traces; dropping them.");
-                n++;
+        r = collector_drain_ring(c, c->trace_ring, collector_intake, &n, &oom);
+        if (oom)
+                log_once(LOG_ERR, "Out of memory while reading traces; dropping them.");
+        if (r < 0) {
+                log_error_errno(r, "Trace ring is corrupt; re-opening it.");
+                collector_set_error(c, "Trace ring is corrupt; re-opened it.");
+                collector_detach_loader(c);
+                if (c->loader_watch)
+                        ep_peer_watch_retry(c->loader_watch);
         }
         if (n > 0)
                 collector_sym_flush(c);

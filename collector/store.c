@@ -194,7 +194,9 @@ static void make_readable(const char *path) {
         }
 }
 
-static int exec_int(Store *s, const char *sql, int64_t *ret) {
+/* Runs sql and reads the first column of its first row, as an integer (ret_int) or as text
+ * (ret_text, of text_size); SQLITE_EMPTY when there is no row. Returns an SQLite result code. */
+static int exec_first(Store *s, const char *sql, int64_t *ret_int, char *ret_text, size_t text_size) {
         sqlite3_stmt *st = NULL;
         int rc;
 
@@ -203,24 +205,10 @@ static int exec_int(Store *s, const char *sql, int64_t *ret) {
                 return rc;
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
-                *ret = sqlite3_column_int64(st, 0);
-                rc = SQLITE_OK;
-        } else if (rc == SQLITE_DONE)
-                rc = SQLITE_EMPTY;
-        sqlite3_finalize(st);
-        return rc;
-}
-
-static int exec_text(Store *s, const char *sql, char *ret, size_t size) {
-        sqlite3_stmt *st = NULL;
-        int rc;
-
-        rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return rc;
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-                snprintf(ret, size, "%s", (const char *) sqlite3_column_text(st, 0) ?: "");
+                if (ret_int)
+                        *ret_int = sqlite3_column_int64(st, 0);
+                if (ret_text)
+                        snprintf(ret_text, text_size, "%s", (const char *) sqlite3_column_text(st, 0) ?: "");
                 rc = SQLITE_OK;
         } else if (rc == SQLITE_DONE)
                 rc = SQLITE_EMPTY;
@@ -233,7 +221,7 @@ static int store_check_schema(Store *s) {
         char *err = NULL;
         int rc;
 
-        rc = exec_int(s, "PRAGMA user_version", &version);
+        rc = exec_first(s, "PRAGMA user_version", &version, NULL, 0);
         if ((rc & 0xff) == SQLITE_NOTADB)
                 return log_error_errno(-EBADMSG, "%s is not an SQLite database; move it away or "
                                        "point --store elsewhere.", s->path);
@@ -248,7 +236,7 @@ static int store_check_schema(Store *s) {
                                        "supports version %d only.",
                                        s->path, version, STORE_SCHEMA_VERSION);
 
-        rc = exec_int(s, "SELECT count(*) FROM sqlite_master", &tables);
+        rc = exec_first(s, "SELECT count(*) FROM sqlite_master", &tables, NULL, 0);
         if (rc != SQLITE_OK)
                 return store_fail(s, rc, "listing tables");
         if (tables > 0)
@@ -307,7 +295,7 @@ int store_open(const char *path, Store **ret) {
         if (r < 0)
                 return r;
 
-        rc = exec_text(s, "PRAGMA journal_mode = WAL", mode, sizeof(mode));
+        rc = exec_first(s, "PRAGMA journal_mode = WAL", NULL, mode, sizeof(mode));
         if (rc != SQLITE_OK)
                 return store_fail(s, rc, "enabling WAL");
         if (!streq(mode, "wal"))
@@ -346,17 +334,15 @@ static int step_done(Store *s, sqlite3_stmt *st, const char *what) {
         return r;
 }
 
-/* Runs a lookup; returns 1 and the first column, 0 when there is no row. */
-static int step_id(Store *s, sqlite3_stmt *st, const char *what, int64_t *ret) {
-        int rc = sqlite3_step(st), r;
+/* Looks up the id of a row an INSERT OR IGNORE found there already; that there is no such row
+ * is an error too. */
+static int step_existing_id(Store *s, sqlite3_stmt *st, const char *what, int64_t *ret) {
+        int rc = sqlite3_step(st), r = 0;
 
-        if (rc == SQLITE_ROW) {
+        if (rc == SQLITE_ROW)
                 *ret = sqlite3_column_int64(st, 0);
-                r = 1;
-        } else if (rc == SQLITE_DONE)
-                r = 0;
         else
-                r = store_fail(s, rc, what);
+                r = store_fail(s, rc == SQLITE_DONE ? SQLITE_INTERNAL : rc, what);
         sqlite3_reset(st);
         return r;
 }
@@ -427,11 +413,9 @@ int store_put_file(Store *s, const uint8_t file_id[EP_FILE_ID_SIZE], const char 
         if (id == 0) {
                 st = s->st[ST_FILE_LOOKUP];
                 BIND(sqlite3_bind_blob(st, 1, file_id, EP_FILE_ID_SIZE, SQLITE_STATIC));
-                r = step_id(s, st, "looking up a file", &id);
+                r = step_existing_id(s, st, "looking up a file", &id);
                 if (r < 0)
                         return r;
-                if (r == 0)
-                        return store_fail(s, SQLITE_INTERNAL, "file row vanished");
                 /* Fill in build IDs a previous run did not know. */
                 if (gnu_build_id_len > 0 || (go_build_id && *go_build_id)) {
                         r = store_update_file_build_ids(s, id, gnu_build_id, gnu_build_id_len,
@@ -517,11 +501,9 @@ int store_put_frame(Store *s, uint8_t kind, int64_t file, uint64_t addr, const S
                 BIND(sqlite3_bind_int(st, 1, kind));
                 BIND(sqlite3_bind_int64(st, 2, file));
                 BIND(sqlite3_bind_int64(st, 3, (int64_t) addr));
-                r = step_id(s, st, "looking up a frame", &id);
+                r = step_existing_id(s, st, "looking up a frame", &id);
                 if (r < 0)
                         return r;
-                if (r == 0)
-                        return store_fail(s, SQLITE_INTERNAL, "frame row vanished");
                 if (sym) {
                         r = store_update_frame_symbol(s, id, sym);
                         if (r < 0)
@@ -627,11 +609,9 @@ int store_put_process(Store *s, uint32_t pid, uint64_t start_time_ns, const char
                 st = s->st[ST_PROCESS_LOOKUP];
                 BIND(sqlite3_bind_int64(st, 1, pid));
                 BIND(sqlite3_bind_int64(st, 2, (int64_t) start_time_ns));
-                r = step_id(s, st, "looking up a process", &id);
+                r = step_existing_id(s, st, "looking up a process", &id);
                 if (r < 0)
                         return r;
-                if (r == 0)
-                        return store_fail(s, SQLITE_INTERNAL, "process row vanished");
         }
         *ret_id = id;
         return 0;

@@ -17,18 +17,6 @@
 #define SYM_LINES_MAX 1024
 #define SYM_GO_BUILD_ID_MAX 1024
 
-#define SYM_ERROR(c, ...)                                         \
-        ({                                                        \
-                static bool _logged_ = false;                     \
-                (c)->decode_errors++;                             \
-                if (!_logged_) {                                  \
-                        _logged_ = true;                          \
-                        log_warning(__VA_ARGS__);                 \
-                        collector_set_error((c), __VA_ARGS__);    \
-                }                                                 \
-                -EBADMSG;                                         \
-        })
-
 /* A failed reserve counts as a drop in the ring's shared header; we retry instead, so check
  * for room first. Worst case the record needs wrap padding smaller than itself. */
 static bool ring_has_room(EpRing *r, size_t len) {
@@ -197,14 +185,14 @@ static int apply_frame_response(Collector *c, const void *payload, size_t len) {
         if (!f || !sym_state_pending(f->sym_state)) {
                 /* Not something we asked for, or answered already (a replaced session). */
                 sym_lines_free(lines, lines ? n_lines : 0);
-                return ok ? 0 : SYM_ERROR(c, "Dropping malformed symbol response (%zu bytes).", len);
+                return ok ? 0 : DECODE_ERROR(c, "Dropping malformed symbol response (%zu bytes).", len);
         }
         if (!ok) {
                 sym_lines_free(lines, lines ? n_lines : 0);
                 /* Do not wait for it forever. */
                 frame_set_symbol(f, EP_SYM_NOT_FOUND, 0, NULL, NULL, 0);
                 c->pending_symbols--;
-                return SYM_ERROR(c, "Dropping malformed symbol response (%zu bytes).", len);
+                return DECODE_ERROR(c, "Dropping malformed symbol response (%zu bytes).", len);
         }
 
         frame_set_symbol(f, status, elf_addr, TAKE_PTR(module), lines, lines ? n_lines : 0);
@@ -230,7 +218,7 @@ static int apply_file_response(Collector *c, const void *payload, size_t len) {
         gnu = ep_get_blob(&rd, EP_BUILD_ID_MAX, &gnu_len);
         go_build_id = ep_get_str(&rd, SYM_GO_BUILD_ID_MAX);
         if (!ep_reader_done(&rd) || status > EP_SYM_BAD_FILE)
-                return SYM_ERROR(c, "Dropping malformed file response (%zu bytes).", len);
+                return DECODE_ERROR(c, "Dropping malformed file response (%zu bytes).", len);
 
         f = cookie > 0 && cookie < c->files.n ? file_table_get(&c->files, (uint32_t) cookie) : NULL;
         if (!f || !sym_state_pending(f->sym_state))
@@ -257,39 +245,27 @@ int collector_sym_apply(Collector *c, uint16_t type, const void *payload, size_t
         case EP_MSG_SYM_FILE_RESPONSE:
                 return apply_file_response(c, payload, len);
         default:
-                return SYM_ERROR(c, "Dropping response-ring record of unknown type %u.", type);
+                return DECODE_ERROR(c, "Dropping response-ring record of unknown type %u.", type);
         }
 }
 
 void collector_sym_drain(Collector *c) {
-        unsigned n = 0;
+        unsigned n;
+        bool oom;
+        int r;
 
         if (!c->sym.resp)
                 return;
 
-        ep_ring_clear_wakeup(c->sym.resp);
-        for (;;) {
-                EpRingRecord h;
-                const void *p;
-                int r;
-
-                r = ep_ring_peek(c->sym.resp, &h, &p);
-                if (r == 0)
-                        break;
-                if (r < 0) {
-                        c->decode_errors++;
-                        log_error_errno(r, "Symbol response ring is corrupt; opening a new session.");
-                        collector_set_error(c, "Symbol response ring is corrupt; opened a new session.");
-                        collector_sym_detach(c);
-                        if (c->sym.watch)
-                                ep_peer_watch_retry(c->sym.watch);
-                        break;
-                }
-                r = collector_sym_apply(c, h.type, p, h.len);
-                ep_ring_consume(c->sym.resp);
-                if (r == -ENOMEM)
-                        log_once(LOG_ERR, "Out of memory while applying symbols.");
-                n++;
+        r = collector_drain_ring(c, c->sym.resp, collector_sym_apply, &n, &oom);
+        if (oom)
+                log_once(LOG_ERR, "Out of memory while applying symbols.");
+        if (r < 0) {
+                log_error_errno(r, "Symbol response ring is corrupt; opening a new session.");
+                collector_set_error(c, "Symbol response ring is corrupt; opened a new session.");
+                collector_sym_detach(c);
+                if (c->sym.watch)
+                        ep_peer_watch_retry(c->sym.watch);
         }
         if (n > 0) {
                 collector_sym_flush(c); /* the symbolizer made room in the request ring */

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -114,6 +115,28 @@ void ep_daemon_properties_changed(EpDaemon *d, const char *first, ...) {
         va_end(ap);
         names[n] = NULL;
         (void) sd_bus_emit_properties_changed_strv(d->bus, d->object_path, d->interface, (char **) names);
+}
+
+int ep_daemon_set_last_errorv(EpDaemon *d, char **slot, const char *format, va_list ap) {
+        char *s;
+
+        if (vasprintf(&s, format, ap) < 0)
+                return -ENOMEM;
+        free(*slot);
+        *slot = s;
+        if (d)
+                ep_daemon_properties_changed(d, "LastError", NULL);
+        return 0;
+}
+
+int ep_daemon_set_last_error(EpDaemon *d, char **slot, const char *format, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, format);
+        r = ep_daemon_set_last_errorv(d, slot, format, ap);
+        va_end(ap);
+        return r;
 }
 
 /* ---- peer tracking ---- */
@@ -241,6 +264,21 @@ EpPeerWatch *ep_peer_watch_free(EpPeerWatch *w) {
 }
 
 /* ---- parsing ---- */
+
+int ep_daemon_getopt_error(const char *ident, int c, char **argv) {
+        if (c == ':')
+                fprintf(stderr, "%s: option '%s' needs a value (see --help).\n", ident, argv[optind - 1]);
+        else
+                fprintf(stderr, "%s: unknown option '%s' (see --help).\n", ident, argv[optind - 1]);
+        return -EINVAL;
+}
+
+int ep_daemon_no_arguments(const char *ident, int argc, char **argv) {
+        if (optind >= argc)
+                return 0;
+        fprintf(stderr, "%s: unexpected argument '%s' (see --help).\n", ident, argv[optind]);
+        return -EINVAL;
+}
 
 int ep_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret) {
         unsigned long long v;

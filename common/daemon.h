@@ -6,6 +6,7 @@
  * `ebpf-profiler run`), publishing one object under a well-known name, sd_notify READY/STATUS
  * and the watchdog, and watching peers so a daemon re-connects when another comes back. */
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <systemd/sd-bus.h>
@@ -32,6 +33,12 @@ void ep_daemon_done(EpDaemon *d);
 void ep_daemon_status(EpDaemon *d, const char *format, ...) _printf_(2, 3);
 /* Emits PropertiesChanged for the NULL-terminated list of property names. */
 void ep_daemon_properties_changed(EpDaemon *d, const char *first, ...);
+/* Sets a daemon's LastError: replaces *slot with the formatted message and emits
+ * PropertiesChanged for "LastError". d may be NULL (or not published yet) to only set the
+ * string, for a daemon that publishes its properties itself. Returns 0, or -ENOMEM with *slot
+ * unchanged. */
+int ep_daemon_set_last_error(EpDaemon *d, char **slot, const char *format, ...) _printf_(3, 4);
+int ep_daemon_set_last_errorv(EpDaemon *d, char **slot, const char *format, va_list ap) _printf_(3, 0);
 
 /* Peer tracking. handler(present=true) is called when the peer's name has an owner (at start
  * if it already has one); if it returns < 0 it is called again after 1 s while the peer is
@@ -45,6 +52,13 @@ void ep_peer_watch_retry(EpPeerWatch *w);
 bool ep_peer_watch_present(const EpPeerWatch *w);
 EpPeerWatch *ep_peer_watch_free(EpPeerWatch *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(EpPeerWatch *, ep_peer_watch_free);
+
+/* Command lines of the daemons, parsed with getopt_long() and an optstring starting with ':'.
+ * For c == ':' or '?': prints "IDENT: option '--x' needs a value (see --help)." or "unknown
+ * option" and returns -EINVAL. */
+int ep_daemon_getopt_error(const char *ident, int c, char **argv);
+/* After the options: -EINVAL after saying so when an argument is left, else 0. */
+int ep_daemon_no_arguments(const char *ident, int argc, char **argv);
 
 /* Parses "20", "1.5s", "500ms", "2min" into nanoseconds. */
 int ep_parse_duration(const char *s, uint64_t *ret_ns);

@@ -19,21 +19,6 @@
 static void exporter_drain(Exporter *e, bool all);
 static int open_ring(Exporter *e);
 
-void exporter_set_error(Exporter *e, const char *format, ...) {
-        char *s = NULL;
-        va_list ap;
-
-        va_start(ap, format);
-        if (vasprintf(&s, format, ap) < 0)
-                s = NULL;
-        va_end(ap);
-        if (!s)
-                return;
-        free(e->last_error);
-        e->last_error = s;
-        ep_daemon_properties_changed(&e->daemon, "LastError", NULL);
-}
-
 bool exporter_collector_attached(const Exporter *e) {
         return e->ring != NULL;
 }
@@ -96,18 +81,13 @@ static void rpc_status_message(const uint8_t *p, size_t n, char *ret, size_t ret
 /* Counts a request that did not get through and says why; the first failure of a streak is a
  * warning, the rest are logged at debug level (they are in RequestsFailed and LastError). */
 _printf_(2, 3) static void request_failed(Exporter *e, const char *format, ...) {
-        char *s = NULL;
         va_list ap;
 
+        /* Announced below together with RequestsFailed. */
         va_start(ap, format);
-        if (vasprintf(&s, format, ap) < 0)
-                s = NULL;
+        (void) ep_daemon_set_last_errorv(NULL, &e->last_error, format, ap);
         va_end(ap);
         e->requests_failed++;
-        if (s) {
-                free(e->last_error);
-                e->last_error = s;
-        }
         log_full(e->failing ? LOG_DEBUG : LOG_WARNING, "OTLP export failed, interval dropped: %s",
                  e->last_error ?: "out of memory");
         e->failing = true;
@@ -134,9 +114,10 @@ static void on_sent(HttpSender *s, const HttpResult *res, void *userdata) {
                         log_warning("%s accepted the export partially: %" PRIi64 " profiles rejected: %s",
                                     e->endpoint, resp->partial_success->rejected_profiles,
                                     resp->partial_success->error_message ?: "");
-                        exporter_set_error(e, "partial success: %" PRIi64 " profiles rejected: %s",
-                                           resp->partial_success->rejected_profiles,
-                                           resp->partial_success->error_message ?: "");
+                        (void) ep_daemon_set_last_error(&e->daemon, &e->last_error,
+                                                        "partial success: %" PRIi64 " profiles rejected: %s",
+                                                        resp->partial_success->rejected_profiles,
+                                                        resp->partial_success->error_message ?: "");
                 }
                 if (resp)
                         pb_response_free_unpacked(resp, NULL);
@@ -247,7 +228,8 @@ static void exporter_drain(Exporter *e, bool all) {
 
                 r = ep_ring_peek(e->ring, &h, &p);
                 if (r < 0) {
-                        exporter_set_error(e, "The export ring is corrupt; re-opening it");
+                        (void) ep_daemon_set_last_error(&e->daemon, &e->last_error,
+                                                        "The export ring is corrupt; re-opening it");
                         log_error("%s", e->last_error);
                         detach_ring(e);
                         schedule_retry(e);
@@ -260,7 +242,8 @@ static void exporter_drain(Exporter *e, bool all) {
                 got = true;
                 if (r < 0) {
                         e->decode_errors++;
-                        exporter_set_error(e, "Dropped an export-ring group: %s", e->intake->last_error);
+                        (void) ep_daemon_set_last_error(&e->daemon, &e->last_error, "Dropped an export-ring group: %s",
+                                                        e->intake->last_error);
                         ep_daemon_properties_changed(&e->daemon, "DecodeErrors", NULL);
                 } else if (r > 0)
                         handle_interval(e, iv);
@@ -289,7 +272,8 @@ static int on_open_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_er
         e->open_call = sd_bus_slot_unref(e->open_call);
         if (sd_bus_message_is_method_error(m, NULL)) {
                 const sd_bus_error *err = sd_bus_message_get_error(m);
-                exporter_set_error(e, "Collector1.OpenExportRing() failed: %s", err && err->message ? err->message : "error");
+                (void) ep_daemon_set_last_error(&e->daemon, &e->last_error, "Collector1.OpenExportRing() failed: %s",
+                                                err && err->message ? err->message : "error");
                 log_full(e->retry_usec ? LOG_DEBUG : LOG_WARNING, "%s; retrying", e->last_error);
                 schedule_retry(e);
                 return 0;
@@ -301,7 +285,8 @@ static int on_open_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_er
                 r = sd_event_add_io(e->daemon.event, &e->ring_source, ep_ring_eventfd(e->ring), EPOLLIN,
                                     on_ring_event, e);
         if (r < 0) {
-                exporter_set_error(e, "Cannot attach to the export ring: %s", strerror(-r));
+                (void) ep_daemon_set_last_error(&e->daemon, &e->last_error, "Cannot attach to the export ring: %s",
+                                                strerror(-r));
                 log_warning("%s; retrying", e->last_error);
                 detach_ring(e);
                 schedule_retry(e);

@@ -57,5 +57,3 @@ void exporter_done(Exporter *e);
 /* Drains the ring completely now; replies to m when no request is in flight any more. */
 int exporter_flush(Exporter *e, sd_bus_message *m);
 bool exporter_collector_attached(const Exporter *e);
-
-void exporter_set_error(Exporter *e, const char *format, ...) _printf_(2, 3);

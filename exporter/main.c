@@ -134,19 +134,12 @@ static int parse_args(int argc, char **argv, Exporter *e) {
                 case ARG_VERSION:
                         printf("ebpf-profiler-exporter %s\n", EP_VERSION);
                         return 0;
-                case ':':
-                        fprintf(stderr, "ebpf-profiler-exporter: option '%s' needs a value (see --help).\n",
-                                argv[optind - 1]);
-                        return -EINVAL;
                 default:
-                        fprintf(stderr, "ebpf-profiler-exporter: unknown option '%s' (see --help).\n",
-                                argv[optind - 1]);
-                        return -EINVAL;
+                        return ep_daemon_getopt_error("ebpf-profiler-exporter", c, argv);
                 }
-        if (optind < argc) {
-                fprintf(stderr, "ebpf-profiler-exporter: unexpected argument '%s' (see --help).\n", argv[optind]);
-                return -EINVAL;
-        }
+        r = ep_daemon_no_arguments("ebpf-profiler-exporter", argc, argv);
+        if (r < 0)
+                return r;
         r = resolve_endpoint(endpoint, &e->endpoint);
         if (r == -ENOMEM) {
                 fprintf(stderr, "ebpf-profiler-exporter: out of memory\n");

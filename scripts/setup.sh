@@ -27,6 +27,8 @@ build_pkgs=(
 test_pkgs=(
         protobuf-compiler python3-protobuf python3-pytest gdb linux-perf
         libclang-rt-14-dev
+        # workloads of the native-unwinding tests (Debian's own stripped programs)
+        xz-utils openssl sqlite3 gzip
 )
 want=("${build_pkgs[@]}")
 [ "$test_deps" = 1 ] && want+=("${test_pkgs[@]}")

@@ -294,11 +294,5 @@ int main(int argc, char **argv) {
         ep_private_bus_free(b);
         free(addr_file);
 
-        char cmd[700];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-        (void) !system(cmd);
-
-        if (test_failures)
-                fprintf(stderr, "%d check(s) failed\n", test_failures);
-        return test_failures ? EXIT_FAILURE : EXIT_SUCCESS;
+        return test_finish(dir);
 }

@@ -488,11 +488,5 @@ int main(void) {
         test_open_errors(dir);
         test_svg(path);
 
-        char cmd[600];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-        (void) !system(cmd);
-
-        if (test_failures)
-                fprintf(stderr, "%d check(s) failed\n", test_failures);
-        return test_failures ? EXIT_FAILURE : EXIT_SUCCESS;
+        return test_finish(dir);
 }

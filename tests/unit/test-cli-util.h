@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int test_failures;
@@ -47,3 +48,14 @@ static int test_failures;
                         test_failures++;                                              \
                 }                                                                     \
         } while (0)
+
+/* The end of main(): removes the test's scratch directory and returns the exit code. */
+static inline int test_finish(const char *scratch_dir) {
+        char cmd[700];
+
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", scratch_dir);
+        (void) !system(cmd);
+        if (test_failures)
+                fprintf(stderr, "%d check(s) failed\n", test_failures);
+        return test_failures ? EXIT_FAILURE : EXIT_SUCCESS;
+}

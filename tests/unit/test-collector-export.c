@@ -9,24 +9,9 @@
 #include <string.h>
 
 #include "collector.h"
+#include "tests.h"
 #include "wire-buf.h"
 #include "wire.h"
-
-#define ASSERT(x)                                                                        \
-        do {                                                                             \
-                if (!(x)) {                                                              \
-                        fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #x); \
-                        abort();                                                         \
-                }                                                                        \
-        } while (0)
-#define ASSERT_OK(x)                                                                     \
-        do {                                                                             \
-                int _r_ = (x);                                                           \
-                if (_r_ < 0) {                                                           \
-                        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, strerror(-_r_)); \
-                        abort();                                                         \
-                }                                                                        \
-        } while (0)
 
 static uint64_t rec[(sizeof(EpTraceMsg) + 8 * sizeof(EpFrame)) / 8 + 1];
 
@@ -66,16 +51,16 @@ static int read_group(EpRing *r, GroupStats *g) {
                 EpReader rd;
                 int k = ep_ring_peek(r, &h, &p);
 
-                ASSERT(k >= 0);
+                ASSERT_TRUE(k >= 0);
                 if (k == 0) {
-                        ASSERT(!begun); /* never half a group */
+                        ASSERT_TRUE(!begun); /* never half a group */
                         return 0;
                 }
                 ep_reader_init(&rd, p, h.len);
-                ASSERT(begun || h.type == EP_MSG_EXP_BEGIN);
+                ASSERT_TRUE(begun || h.type == EP_MSG_EXP_BEGIN);
                 switch (h.type) {
                 case EP_MSG_EXP_BEGIN:
-                        ASSERT(!begun);
+                        ASSERT_TRUE(!begun);
                         begun = true;
                         g->id = ep_get_u64(&rd);
                         g->begin_start = ep_get_u64(&rd);
@@ -93,7 +78,7 @@ static int read_group(EpRing *r, GroupStats *g) {
                         uint8_t id[EP_FILE_ID_SIZE];
                         size_t n;
 
-                        ASSERT(ep_get_u32(&rd) == g->frames); /* refs numbered in order */
+                        ASSERT_TRUE(ep_get_u32(&rd) == g->frames); /* refs numbered in order */
                         g->frames++;
                         ep_get_u8(&rd);
                         ep_get_bytes(&rd, id, sizeof(id));
@@ -110,11 +95,11 @@ static int read_group(EpRing *r, GroupStats *g) {
                         break;
                 }
                 case EP_MSG_EXP_STACK: {
-                        ASSERT(ep_get_u32(&rd) == g->stacks);
+                        ASSERT_TRUE(ep_get_u32(&rd) == g->stacks);
                         g->stacks++;
                         uint32_t n = ep_get_u32(&rd);
                         for (uint32_t i = 0; i < n; i++)
-                                ASSERT(ep_get_u32(&rd) < g->frames); /* defined before use */
+                                ASSERT_TRUE(ep_get_u32(&rd) < g->frames); /* defined before use */
                         break;
                 }
                 case EP_MSG_EXP_SAMPLE: {
@@ -124,7 +109,7 @@ static int read_group(EpRing *r, GroupStats *g) {
                         ep_get_u32(&rd);
                         ep_get_u32(&rd);
                         free(ep_get_str(&rd, 64));
-                        ASSERT(ep_get_u32(&rd) < g->stacks);
+                        ASSERT_TRUE(ep_get_u32(&rd) < g->stacks);
                         g->count += ep_get_u64(&rd);
                         uint32_t n = ep_get_u32(&rd);
                         for (uint32_t i = 0; i < n; i++) {
@@ -138,14 +123,14 @@ static int read_group(EpRing *r, GroupStats *g) {
                         break;
                 }
                 case EP_MSG_EXP_END:
-                        ASSERT(ep_get_u64(&rd) == g->id);
-                        ASSERT(ep_reader_done(&rd));
+                        ASSERT_TRUE(ep_get_u64(&rd) == g->id);
+                        ASSERT_TRUE(ep_reader_done(&rd));
                         ep_ring_consume(r);
                         return 1;
                 default:
-                        ASSERT(!"unknown record type");
+                        ASSERT_TRUE(!"unknown record type");
                 }
-                ASSERT(ep_reader_done(&rd));
+                ASSERT_TRUE(ep_reader_done(&rd));
                 ep_ring_consume(r);
         }
 }
@@ -184,19 +169,19 @@ int main(void) {
         push_trace(&c, 10, 11, 0x1000, 5);
         ASSERT_OK(collector_export_open(&c, &memfd, &efd));
         ASSERT_OK(ep_ring_attach(memfd, efd, &consumer));
-        ASSERT(ep_ring_data_size(consumer) == COLLECTOR_EXPORT_RING_SIZE);
+        ASSERT_TRUE(ep_ring_data_size(consumer) == COLLECTOR_EXPORT_RING_SIZE);
 
         /* 1: a small interval, its first sample from before the exporter came */
         for (uint32_t i = 0; i < 10; i++)
                 push_trace(&c, 10, 11 + i % 3, 0x1000 + 0x10 * (i % 4), 100 + i);
         ASSERT_OK(collector_close_interval(&c, NULL));
-        ASSERT(read_group(consumer, &g) == 1);
-        ASSERT(g.id == 1); /* no store: the collector's interval number */
-        ASSERT(g.processes == 1 && g.frames == 6 && g.stacks == 4);
-        ASSERT(g.count == 11 && g.timestamps == 10 && g.ts_sorted);
-        ASSERT(g.period == NSEC_PER_SEC / COLLECTOR_DEFAULT_FREQUENCY_HZ);
-        ASSERT(g.begin_end >= g.begin_start);
-        ASSERT(read_group(consumer, &g) == 0);
+        ASSERT_TRUE(read_group(consumer, &g) == 1);
+        ASSERT_TRUE(g.id == 1); /* no store: the collector's interval number */
+        ASSERT_TRUE(g.processes == 1 && g.frames == 6 && g.stacks == 4);
+        ASSERT_TRUE(g.count == 11 && g.timestamps == 10 && g.ts_sorted);
+        ASSERT_TRUE(g.period == NSEC_PER_SEC / COLLECTOR_DEFAULT_FREQUENCY_HZ);
+        ASSERT_TRUE(g.begin_end >= g.begin_start);
+        ASSERT_TRUE(read_group(consumer, &g) == 0);
 
         /* 2: one sample with more timestamps than a record may carry is split */
         size_t per_record = ep_ring_max_record(consumer) / sizeof(uint64_t);
@@ -204,10 +189,10 @@ int main(void) {
         for (uint64_t i = 0; i < n_big; i++)
                 push_trace(&c, 10, 11, 0x1000, 1000 + i);
         ASSERT_OK(collector_close_interval(&c, NULL));
-        ASSERT(c.export_drops == 0);
-        ASSERT(read_group(consumer, &g) == 1);
-        ASSERT(g.sample_records == 2 && g.count == n_big && g.timestamps == n_big && g.ts_sorted);
-        ASSERT(read_group(consumer, &g) == 0);
+        ASSERT_TRUE(c.export_drops == 0);
+        ASSERT_TRUE(read_group(consumer, &g) == 1);
+        ASSERT_TRUE(g.sample_records == 2 && g.count == n_big && g.timestamps == n_big && g.ts_sorted);
+        ASSERT_TRUE(read_group(consumer, &g) == 0);
 
         /* 3: nobody reads: intervals are dropped whole once the ring is full, never blocking */
         unsigned closed = 0;
@@ -217,21 +202,21 @@ int main(void) {
                 ASSERT_OK(collector_close_interval(&c, NULL));
                 closed++;
         }
-        ASSERT(c.export_drops == 1);
-        ASSERT(c.last_error && strstr(c.last_error, "export ring is full"));
+        ASSERT_TRUE(c.export_drops == 1);
+        ASSERT_TRUE(c.last_error && strstr(c.last_error, "export ring is full"));
         unsigned groups = 0;
         while (read_group(consumer, &g) == 1) {
-                ASSERT(g.count == 200000 && g.timestamps == 200000 && g.stacks == 50);
+                ASSERT_TRUE(g.count == 200000 && g.timestamps == 200000 && g.stacks == 50);
                 groups++;
         }
-        ASSERT(groups == closed - 1);
+        ASSERT_TRUE(groups == closed - 1);
         fprintf(stderr, "export ring held %u intervals of 200000 samples before dropping one\n", groups);
 
         /* drained: the next interval goes through again */
         push_trace(&c, 10, 11, 0x1000, 1);
         ASSERT_OK(collector_close_interval(&c, NULL));
-        ASSERT(read_group(consumer, &g) == 1 && g.count == 1);
-        ASSERT(c.export_drops == 1);
+        ASSERT_TRUE(read_group(consumer, &g) == 1 && g.count == 1);
+        ASSERT_TRUE(c.export_drops == 1);
 
         /* the exporter goes away: no more timestamps are kept */
         collector_export_close(&c);
@@ -239,8 +224,8 @@ int main(void) {
         SampleAgg *a = NULL;
         size_t state = 0;
         const void *k;
-        ASSERT(ep_hashmap_iterate(c.current->samples, &state, &k, (void **) &a));
-        ASSERT(a->count == 1 && a->n_ts == 0);
+        ASSERT_TRUE(ep_hashmap_iterate(c.current->samples, &state, &k, (void **) &a));
+        ASSERT_TRUE(a->count == 1 && a->n_ts == 0);
 
         ep_ring_free(consumer);
         collector_done(&c);

@@ -12,24 +12,9 @@
 #include <unistd.h>
 
 #include "collector.h"
+#include "test-collector-util.h"
 #include "wire-buf.h"
 #include "wire.h"
-
-#define ASSERT(x)                                                                        \
-        do {                                                                             \
-                if (!(x)) {                                                              \
-                        fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #x); \
-                        abort();                                                         \
-                }                                                                        \
-        } while (0)
-#define ASSERT_OK(x)                                                                     \
-        do {                                                                             \
-                int _r_ = (x);                                                           \
-                if (_r_ < 0) {                                                           \
-                        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, strerror(-_r_)); \
-                        abort();                                                         \
-                }                                                                        \
-        } while (0)
 
 #define KADDR 0xffffffff81000000ULL
 
@@ -63,7 +48,7 @@ static void announce_file(Collector *c, uint32_t key, uint8_t id_byte, const cha
         ep_put_bytes(&w, id, sizeof(id));
         ep_put_u64(&w, 12345);
         ep_put_str(&w, path);
-        ASSERT(!w.overflow);
+        ASSERT_TRUE(!w.overflow);
         ASSERT_OK(collector_intake(c, EP_MSG_FILE, w.data, w.size));
         ep_writer_done(&w);
 }
@@ -99,7 +84,7 @@ static void respond(Collector *c, uint64_t cookie, uint8_t status, uint64_t elf_
                 ep_put_str(&w, "/src/x.c");
                 ep_put_u32(&w, 20);
         }
-        ASSERT(collector_sym_apply(c, EP_MSG_SYM_RESPONSE, w.data, w.size) == expect);
+        ASSERT_TRUE(collector_sym_apply(c, EP_MSG_SYM_RESPONSE, w.data, w.size) == expect);
         ep_writer_done(&w);
 }
 
@@ -124,24 +109,24 @@ static void test_decode(Collector *c) {
         announce_file(c, 7, 0xaa, "/usr/bin/app");
         announce_file(c, 8, 0xbb, "/usr/lib/libc.so.6");
         announce_file(c, 9, 0xaa, "/proc/1/root/usr/bin/app"); /* same file ID, other key */
-        ASSERT(c->files.n == 3); /* placeholder + 2 */
-        ASSERT(c->sym.n_file_queue == 2);
+        ASSERT_TRUE(c->files.n == 3); /* placeholder + 2 */
+        ASSERT_TRUE(c->sym.n_file_queue == 2);
         announce_process(c, 100, 1111, "app", "/usr/bin/app");
 
         /* a valid trace */
         len = trace(100, 101, 0, "app", stack_a, 7, 2);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT(c->traces == 1 && c->decode_errors == 0);
-        ASSERT(c->frames.n == 7);
-        ASSERT(c->stacks.n == 1);
+        ASSERT_TRUE(c->traces == 1 && c->decode_errors == 0);
+        ASSERT_TRUE(c->frames.n == 7);
+        ASSERT_TRUE(c->stacks.n == 1);
         /* kernel and native frames are asked for, UNMAPPED/ABORT are not */
-        ASSERT(c->sym.n_frame_queue == 5);
-        ASSERT(c->pending_symbols == 5);
+        ASSERT_TRUE(c->sym.n_frame_queue == 5);
+        ASSERT_TRUE(c->pending_symbols == 5);
 
         /* the same trace again: nothing new */
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT(c->traces == 2 && c->frames.n == 7 && c->stacks.n == 1 && c->sym.n_frame_queue == 5);
-        ASSERT(interval_entries(c->current) == 1 && samples_in(c->current) == 2);
+        ASSERT_TRUE(c->traces == 2 && c->frames.n == 7 && c->stacks.n == 1 && c->sym.n_frame_queue == 5);
+        ASSERT_TRUE(interval_entries(c->current) == 1 && samples_in(c->current) == 2);
 
         /* same frames via the other key of the same file ID: same frames, same stack */
         memcpy(f, stack_a, sizeof(stack_a));
@@ -149,79 +134,79 @@ static void test_decode(Collector *c) {
         f[3].file_key = 9;
         len = trace(100, 101, 0, "app", f, 7, 2);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT(c->frames.n == 7 && c->stacks.n == 1);
+        ASSERT_TRUE(c->frames.n == 7 && c->stacks.n == 1);
 
         /* the return-address flag is part of a frame's identity */
         f[2].flags = EP_FRAME_FLAG_RETURN_ADDRESS;
         len = trace(100, 102, 1, "worker", f, 7, 2);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT(c->frames.n == 8 && c->stacks.n == 2 && c->sym.n_frame_queue == 6);
-        ASSERT(interval_entries(c->current) == 2);
+        ASSERT_TRUE(c->frames.n == 8 && c->stacks.n == 2 && c->sym.n_frame_queue == 6);
+        ASSERT_TRUE(interval_entries(c->current) == 2);
 
         /* a shorter stack that is a suffix of the first is its own stack */
         len = trace(100, 101, 0, "app", stack_a + 2, 5, 0);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT(c->frames.n == 8 && c->stacks.n == 3);
+        ASSERT_TRUE(c->frames.n == 8 && c->stacks.n == 3);
 
         /* a trace without frames is valid */
         len = trace(100, 101, 0, "app", NULL, 0, 0);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT(c->stacks.n == 4 && c->traces == 6);
+        ASSERT_TRUE(c->stacks.n == 4 && c->traces == 6);
 
         /* ---- bad records: counted, nothing else changes ---- */
         uint64_t frames = c->frames.n, stacks = c->stacks.n, traces = c->traces;
 
         /* shorter than the header */
-        ASSERT(collector_intake(c, EP_MSG_TRACE, rec, sizeof(EpTraceMsg) - 1) == -EBADMSG);
-        ASSERT(c->decode_errors == 1);
+        ASSERT_TRUE(collector_intake(c, EP_MSG_TRACE, rec, sizeof(EpTraceMsg) - 1) == -EBADMSG);
+        ASSERT_TRUE(c->decode_errors == 1);
         /* truncated: the header says 7 frames, the record holds 6 */
         len = trace(100, 101, 0, "app", stack_a, 7, 2);
-        ASSERT(collector_intake(c, EP_MSG_TRACE, rec, len - sizeof(EpFrame)) == -EBADMSG);
-        ASSERT(c->decode_errors == 2);
+        ASSERT_TRUE(collector_intake(c, EP_MSG_TRACE, rec, len - sizeof(EpFrame)) == -EBADMSG);
+        ASSERT_TRUE(c->decode_errors == 2);
         /* n_frames lies the other way: more bytes than frames */
         ((EpTraceMsg *) rec)->n_frames = 3;
-        ASSERT(collector_intake(c, EP_MSG_TRACE, rec, len) == -EBADMSG);
-        ASSERT(c->decode_errors == 3);
+        ASSERT_TRUE(collector_intake(c, EP_MSG_TRACE, rec, len) == -EBADMSG);
+        ASSERT_TRUE(c->decode_errors == 3);
         /* n_kernel larger than n_frames */
         len = trace(100, 101, 0, "app", stack_a, 7, 8);
-        ASSERT(collector_intake(c, EP_MSG_TRACE, rec, len) == -EBADMSG);
+        ASSERT_TRUE(collector_intake(c, EP_MSG_TRACE, rec, len) == -EBADMSG);
         /* more frames than any trace may have, with a length to match */
         len = trace(100, 101, 0, "app", stack_a, 7, 2);
         ((EpTraceMsg *) rec)->n_frames = EP_MAX_FRAMES + 1;
-        ASSERT(trace_msg_validate(rec, sizeof(EpTraceMsg) + (EP_MAX_FRAMES + 1) * sizeof(EpFrame)) == -EBADMSG);
-        ASSERT(collector_intake(c, EP_MSG_TRACE, rec, len) == -EBADMSG);
-        ASSERT(c->decode_errors == 5);
+        ASSERT_TRUE(trace_msg_validate(rec, sizeof(EpTraceMsg) + (EP_MAX_FRAMES + 1) * sizeof(EpFrame)) == -EBADMSG);
+        ASSERT_TRUE(collector_intake(c, EP_MSG_TRACE, rec, len) == -EBADMSG);
+        ASSERT_TRUE(c->decode_errors == 5);
         /* a file key never announced */
         memcpy(f, stack_a, sizeof(stack_a));
         f[4].file_key = 77;
         len = trace(100, 101, 0, "app", f, 7, 2);
-        ASSERT(collector_intake(c, EP_MSG_TRACE, rec, len) == -EBADMSG);
+        ASSERT_TRUE(collector_intake(c, EP_MSG_TRACE, rec, len) == -EBADMSG);
         /* an unknown frame kind */
         memcpy(f, stack_a, sizeof(stack_a));
         f[6].kind = 99;
         len = trace(100, 101, 0, "app", f, 7, 2);
-        ASSERT(collector_intake(c, EP_MSG_TRACE, rec, len) == -EBADMSG);
-        ASSERT(c->decode_errors == 7);
+        ASSERT_TRUE(collector_intake(c, EP_MSG_TRACE, rec, len) == -EBADMSG);
+        ASSERT_TRUE(c->decode_errors == 7);
         /* malformed file, process and exit messages, an unknown type */
-        ASSERT(collector_intake(c, EP_MSG_FILE, "\1\0\0\0", 4) == -EBADMSG);
-        ASSERT(collector_intake(c, EP_MSG_PROCESS, "\1\0\0\0\0\0\0\0\0\0\0\0\xff\xff\xff\xff", 16) == -EBADMSG);
-        ASSERT(collector_intake(c, EP_MSG_PROCESS_EXIT, "\1\0\0\0\0", 5) == -EBADMSG);
-        ASSERT(collector_intake(c, 999, rec, 8) == -EBADMSG);
-        ASSERT(c->decode_errors == 11);
-        ASSERT(c->frames.n == frames && c->stacks.n == stacks && c->traces == traces);
-        ASSERT(c->last_error && *c->last_error);
+        ASSERT_TRUE(collector_intake(c, EP_MSG_FILE, "\1\0\0\0", 4) == -EBADMSG);
+        ASSERT_TRUE(collector_intake(c, EP_MSG_PROCESS, "\1\0\0\0\0\0\0\0\0\0\0\0\xff\xff\xff\xff", 16) == -EBADMSG);
+        ASSERT_TRUE(collector_intake(c, EP_MSG_PROCESS_EXIT, "\1\0\0\0\0", 5) == -EBADMSG);
+        ASSERT_TRUE(collector_intake(c, 999, rec, 8) == -EBADMSG);
+        ASSERT_TRUE(c->decode_errors == 11);
+        ASSERT_TRUE(c->frames.n == frames && c->stacks.n == stacks && c->traces == traces);
+        ASSERT_TRUE(c->last_error && *c->last_error);
 
         /* a pid the loader never announced gets a placeholder named after the thread */
         len = trace(200, 200, 1, "kworker/1:0", stack_a, 2, 2);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT(c->processes.live == 2);
+        ASSERT_TRUE(c->processes.live == 2);
         /* exit then reuse of pid 100: a new process */
         ASSERT_OK(collector_intake(c, EP_MSG_PROCESS_EXIT, (uint32_t[]) { 100 }, 4));
         announce_process(c, 100, 2222, "other", "/usr/bin/other");
-        ASSERT(c->processes.live == 3);
+        ASSERT_TRUE(c->processes.live == 3);
         len = trace(100, 100, 0, "other", stack_a, 7, 2);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT(c->stacks.n == stacks + 1); /* the 2-frame kernel stack above */
+        ASSERT_TRUE(c->stacks.n == stacks + 1); /* the 2-frame kernel stack above */
 }
 
 static void test_responses(Collector *c) {
@@ -229,29 +214,29 @@ static void test_responses(Collector *c) {
         Frame *f0 = &c->frames.items[0];
 
         /* nothing is attached, so everything is still queued */
-        ASSERT(f0->sym_state == SYM_STATE_QUEUED);
+        ASSERT_TRUE(f0->sym_state == SYM_STATE_QUEUED);
         respond(c, 0, EP_SYM_OK, KADDR + 0x10, "entry_SYSCALL_64", 0);
-        ASSERT(f0->sym_state == SYM_STATE_DONE && f0->status == EP_SYM_OK);
-        ASSERT(f0->n_lines == 2 && strcmp(f0->lines[0].function, "entry_SYSCALL_64") == 0);
-        ASSERT(strcmp(f0->lines[1].function, "outer") == 0 && f0->lines[1].line == 20);
-        ASSERT(c->pending_symbols == pending - 1);
+        ASSERT_TRUE(f0->sym_state == SYM_STATE_DONE && f0->status == EP_SYM_OK);
+        ASSERT_TRUE(f0->n_lines == 2 && strcmp(f0->lines[0].function, "entry_SYSCALL_64") == 0);
+        ASSERT_TRUE(strcmp(f0->lines[1].function, "outer") == 0 && f0->lines[1].line == 20);
+        ASSERT_TRUE(c->pending_symbols == pending - 1);
         /* a duplicate answer and an unknown cookie are ignored */
         respond(c, 0, EP_SYM_NOT_FOUND, 0, NULL, 0);
-        ASSERT(f0->status == EP_SYM_OK);
+        ASSERT_TRUE(f0->status == EP_SYM_OK);
         respond(c, 1u << 30, EP_SYM_OK, 0, "nope", 0);
         /* UNMAPPED frames were never asked for */
-        ASSERT(c->frames.items[5].sym_state == SYM_STATE_NONE);
+        ASSERT_TRUE(c->frames.items[5].sym_state == SYM_STATE_NONE);
         respond(c, 5, EP_SYM_OK, 0, "nope", 0);
-        ASSERT(c->frames.items[5].sym_state == SYM_STATE_NONE);
-        ASSERT(c->pending_symbols == pending - 1);
+        ASSERT_TRUE(c->frames.items[5].sym_state == SYM_STATE_NONE);
+        ASSERT_TRUE(c->pending_symbols == pending - 1);
 
         /* a malformed response for a pending frame: counted, and the frame stops waiting */
         uint64_t errors = c->decode_errors;
         uint8_t bad[8 + 1 + 8 + 2] = { 1 };
-        ASSERT(collector_sym_apply(c, EP_MSG_SYM_RESPONSE, bad, sizeof(bad)) == -EBADMSG);
-        ASSERT(c->decode_errors == errors + 1);
-        ASSERT(c->frames.items[1].sym_state == SYM_STATE_DONE);
-        ASSERT(c->pending_symbols == pending - 2);
+        ASSERT_TRUE(collector_sym_apply(c, EP_MSG_SYM_RESPONSE, bad, sizeof(bad)) == -EBADMSG);
+        ASSERT_TRUE(c->decode_errors == errors + 1);
+        ASSERT_TRUE(c->frames.items[1].sym_state == SYM_STATE_DONE);
+        ASSERT_TRUE(c->pending_symbols == pending - 2);
 
         /* a file response */
         EpWriter w;
@@ -262,18 +247,7 @@ static void test_responses(Collector *c) {
         ep_put_str(&w, "");
         ASSERT_OK(collector_sym_apply(c, EP_MSG_SYM_FILE_RESPONSE, w.data, w.size));
         ep_writer_done(&w);
-        ASSERT(c->files.items[1].gnu_build_id_len == 4 && c->files.items[1].sym_state == SYM_STATE_DONE);
-}
-
-static int64_t q_int(sqlite3 *db, const char *sql) {
-        sqlite3_stmt *st;
-        int64_t v;
-
-        ASSERT(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK);
-        ASSERT(sqlite3_step(st) == SQLITE_ROW);
-        v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-        return v;
+        ASSERT_TRUE(c->files.items[1].gnu_build_id_len == 4 && c->files.items[1].sym_state == SYM_STATE_DONE);
 }
 
 /* Closes the interval into a store (no bus: written at once), then lets late symbols arrive
@@ -285,54 +259,54 @@ static void test_persist(Collector *c, const char *path) {
 
         ASSERT_OK(store_open(path, &c->store));
         ASSERT_OK(collector_close_interval(c, NULL));
-        ASSERT(!c->closing);
-        ASSERT(c->intervals == 1);
-        ASSERT(c->samples_written == traces);
-        ASSERT(samples_in(c->current) == 0);
+        ASSERT_TRUE(!c->closing);
+        ASSERT_TRUE(c->intervals == 1);
+        ASSERT_TRUE(c->samples_written == traces);
+        ASSERT_TRUE(samples_in(c->current) == 0);
 
-        ASSERT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-        ASSERT(q_int(db, "SELECT count(*) FROM intervals") == 1);
-        ASSERT((uint64_t) q_int(db, "SELECT sum(count) FROM samples") == traces);
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM intervals") == 1);
+        ASSERT_TRUE((uint64_t) q_int(db, "SELECT sum(count) FROM samples") == traces);
         /* The store's frame identity has no flags (UNIQUE(kind, file, addr)): the two frames
          * that differ only by the return-address flag share a row, and so do the two stacks
          * that differ only there. */
-        ASSERT((size_t) q_int(db, "SELECT count(*) FROM frames") == c->frames.n - 1);
-        ASSERT((size_t) q_int(db, "SELECT count(*) FROM stacks") == c->stacks.n - 1);
-        ASSERT(q_int(db, "SELECT count(*) FROM processes") == 3);
-        ASSERT(q_int(db, "SELECT count(*) FROM files") == 2);
+        ASSERT_TRUE((size_t) q_int(db, "SELECT count(*) FROM frames") == c->frames.n - 1);
+        ASSERT_TRUE((size_t) q_int(db, "SELECT count(*) FROM stacks") == c->stacks.n - 1);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM processes") == 3);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM files") == 2);
         /* frames 0 (answered) and 1 (malformed answer) and the UNMAPPED/ABORT ones are final */
-        ASSERT(q_int(db, "SELECT count(*) FROM frames WHERE status IS NOT NULL") == 4);
-        ASSERT(q_int(db, "SELECT count(*) FROM frame_lines") == 2);
-        ASSERT(q_int(db, "SELECT length(gnu_build_id) FROM files WHERE path = '/usr/bin/app'") == 4);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames WHERE status IS NOT NULL") == 4);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 2);
+        ASSERT_TRUE(q_int(db, "SELECT length(gnu_build_id) FROM files WHERE path = '/usr/bin/app'") == 4);
         sqlite3_close(db);
 
         /* symbols arrive for the rest; one more trace */
         for (uint32_t i = 0; i < c->frames.n; i++)
                 if (sym_state_pending(c->frames.items[i].sym_state))
                         respond(c, i, EP_SYM_OK, 0x400000 + i, "late", 0);
-        ASSERT(c->pending_symbols == 0);
-        ASSERT(c->n_dirty_frames == 4);
+        ASSERT_TRUE(c->pending_symbols == 0);
+        ASSERT_TRUE(c->n_dirty_frames == 4);
         len = trace(100, 100, 0, "other", stack_a, 7, 2);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
         ASSERT_OK(collector_close_interval(c, NULL));
-        ASSERT(c->intervals == 2 && c->n_dirty_frames == 0);
+        ASSERT_TRUE(c->intervals == 2 && c->n_dirty_frames == 0);
 
-        ASSERT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-        ASSERT(q_int(db, "SELECT count(*) FROM intervals") == 2);
-        ASSERT((uint64_t) q_int(db, "SELECT sum(count) FROM samples") == traces + 1);
-        ASSERT(q_int(db, "SELECT count(*) FROM frames WHERE status IS NULL") == 0);
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM intervals") == 2);
+        ASSERT_TRUE((uint64_t) q_int(db, "SELECT sum(count) FROM samples") == traces + 1);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames WHERE status IS NULL") == 0);
         /* 5 rows with 2 lines each: frame 0, and the 4 late ones (two of them share a row) */
-        ASSERT(q_int(db, "SELECT count(*) FROM frame_lines") == 2 + 3 * 2);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 2 + 3 * 2);
         /* no stack or frame row was written twice */
-        ASSERT((size_t) q_int(db, "SELECT count(*) FROM stacks") == c->stacks.n - 1);
-        ASSERT((size_t) q_int(db, "SELECT count(*) FROM frames") == c->frames.n - 1);
+        ASSERT_TRUE((size_t) q_int(db, "SELECT count(*) FROM stacks") == c->stacks.n - 1);
+        ASSERT_TRUE((size_t) q_int(db, "SELECT count(*) FROM frames") == c->frames.n - 1);
         /* an empty interval writes nothing */
         ASSERT_OK(collector_close_interval(c, NULL));
-        ASSERT(q_int(db, "SELECT count(*) FROM intervals") == 2);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM intervals") == 2);
         sqlite3_close(db);
 
         /* exited processes are forgotten once written */
-        ASSERT(c->processes.live == 2);
+        ASSERT_TRUE(c->processes.live == 2);
 
         /* A write that fails (another writer holds the lock) leaves no trace in memory: the
          * rows it meant to add are written by the next interval. */
@@ -345,38 +319,38 @@ static void test_persist(Collector *c, const char *path) {
         size_t frames = c->frames.n, stacks = c->stacks.n;
 
         store_set_busy_timeout(c->store, 50);
-        ASSERT(sqlite3_open(path, &locker) == SQLITE_OK);
-        ASSERT(sqlite3_exec(locker, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK);
+        ASSERT_TRUE(sqlite3_open(path, &locker) == SQLITE_OK);
+        ASSERT_TRUE(sqlite3_exec(locker, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK);
         len = trace(100, 100, 0, "other", fresh, 2, 1);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT(c->frames.n == frames + 2 && c->stacks.n == stacks + 1);
+        ASSERT_TRUE(c->frames.n == frames + 2 && c->stacks.n == stacks + 1);
         ASSERT_OK(collector_close_interval(c, NULL));
-        ASSERT(c->intervals == intervals && c->samples_written == written);
-        ASSERT(c->store_errors == 1 && strstr(c->last_error, "Writing interval"));
-        ASSERT(c->frames.items[frames].store_id == 0 && c->stacks.items[stacks].store_id == 0);
-        ASSERT(sqlite3_exec(locker, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK);
+        ASSERT_TRUE(c->intervals == intervals && c->samples_written == written);
+        ASSERT_TRUE(c->store_errors == 1 && strstr(c->last_error, "Writing interval"));
+        ASSERT_TRUE(c->frames.items[frames].store_id == 0 && c->stacks.items[stacks].store_id == 0);
+        ASSERT_TRUE(sqlite3_exec(locker, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK);
 
         /* Fail late, after the new frame, stack rows were inserted: they are rolled back and
          * their ids forgotten. */
-        ASSERT(sqlite3_exec(locker, "CREATE TRIGGER no_samples BEFORE INSERT ON samples "
+        ASSERT_TRUE(sqlite3_exec(locker, "CREATE TRIGGER no_samples BEFORE INSERT ON samples "
                                     "BEGIN SELECT RAISE(ABORT, 'test'); END", NULL, NULL, NULL) == SQLITE_OK);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
         ASSERT_OK(collector_close_interval(c, NULL));
-        ASSERT(c->intervals == intervals && c->store_errors == 2);
-        ASSERT(c->frames.items[frames].store_id == 0 && c->frames.items[frames + 1].store_id == 0);
-        ASSERT(c->stacks.items[stacks].store_id == 0);
-        ASSERT(q_int(locker, "SELECT count(*) FROM stacks") == (int64_t) stacks - 1);
-        ASSERT(sqlite3_exec(locker, "DROP TRIGGER no_samples", NULL, NULL, NULL) == SQLITE_OK);
+        ASSERT_TRUE(c->intervals == intervals && c->store_errors == 2);
+        ASSERT_TRUE(c->frames.items[frames].store_id == 0 && c->frames.items[frames + 1].store_id == 0);
+        ASSERT_TRUE(c->stacks.items[stacks].store_id == 0);
+        ASSERT_TRUE(q_int(locker, "SELECT count(*) FROM stacks") == (int64_t) stacks - 1);
+        ASSERT_TRUE(sqlite3_exec(locker, "DROP TRIGGER no_samples", NULL, NULL, NULL) == SQLITE_OK);
         sqlite3_close(locker);
 
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
         ASSERT_OK(collector_close_interval(c, NULL));
-        ASSERT(c->intervals == intervals + 1 && c->samples_written == written + 1);
-        ASSERT(c->frames.items[frames].store_id != 0 && c->stacks.items[stacks].store_id != 0);
-        ASSERT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-        ASSERT((size_t) q_int(db, "SELECT count(*) FROM frames") == c->frames.n - 1);
-        ASSERT((size_t) q_int(db, "SELECT count(*) FROM stacks") == c->stacks.n - 1);
-        ASSERT((uint64_t) q_int(db, "SELECT sum(count) FROM samples") == traces + 2);
+        ASSERT_TRUE(c->intervals == intervals + 1 && c->samples_written == written + 1);
+        ASSERT_TRUE(c->frames.items[frames].store_id != 0 && c->stacks.items[stacks].store_id != 0);
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE((size_t) q_int(db, "SELECT count(*) FROM frames") == c->frames.n - 1);
+        ASSERT_TRUE((size_t) q_int(db, "SELECT count(*) FROM stacks") == c->stacks.n - 1);
+        ASSERT_TRUE((uint64_t) q_int(db, "SELECT sum(count) FROM samples") == traces + 2);
         sqlite3_close(db);
 }
 
@@ -384,7 +358,7 @@ int main(void) {
         char dir[] = "/tmp/test-collector-intake.XXXXXX", path[256], cmd[300];
         Collector c;
 
-        ASSERT(mkdtemp(dir));
+        ASSERT_TRUE(mkdtemp(dir));
         snprintf(path, sizeof(path), "%s/profiles.db", dir);
 
         ASSERT_OK(collector_init(&c));
@@ -394,7 +368,7 @@ int main(void) {
         collector_done(&c);
 
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-        ASSERT(system(cmd) == 0);
+        ASSERT_TRUE(system(cmd) == 0);
         printf("OK\n");
         return 0;
 }

@@ -13,57 +13,22 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "test-collector-util.h"
 #include "wire.h"
 
-#define ASSERT(x)                                                                        \
-        do {                                                                             \
-                if (!(x)) {                                                              \
-                        fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #x); \
-                        abort();                                                         \
-                }                                                                        \
-        } while (0)
-#define ASSERT_OK(x)                                                                     \
-        do {                                                                             \
-                int _r_ = (x);                                                           \
-                if (_r_ < 0) {                                                           \
-                        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, strerror(-_r_)); \
-                        abort();                                                         \
-                }                                                                        \
-        } while (0)
-
 static char dir[] = "/tmp/test-collector-store.XXXXXX";
-
-static int64_t q_int(sqlite3 *db, const char *sql) {
-        sqlite3_stmt *st;
-        int64_t v;
-
-        ASSERT(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK);
-        ASSERT(sqlite3_step(st) == SQLITE_ROW);
-        v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-        return v;
-}
-
-static void q_text(sqlite3 *db, const char *sql, char *buf, size_t size) {
-        sqlite3_stmt *st;
-
-        ASSERT(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK);
-        ASSERT(sqlite3_step(st) == SQLITE_ROW);
-        snprintf(buf, size, "%s", (const char *) sqlite3_column_text(st, 0) ?: "(null)");
-        sqlite3_finalize(st);
-}
 
 /* Decodes stacks.frames of one stack row. */
 static size_t stack_frames(sqlite3 *db, int64_t id, int64_t *out, size_t max) {
         sqlite3_stmt *st;
         size_t n;
 
-        ASSERT(sqlite3_prepare_v2(db, "SELECT frames FROM stacks WHERE id = ?", -1, &st, NULL) == SQLITE_OK);
+        ASSERT_TRUE(sqlite3_prepare_v2(db, "SELECT frames FROM stacks WHERE id = ?", -1, &st, NULL) == SQLITE_OK);
         sqlite3_bind_int64(st, 1, id);
-        ASSERT(sqlite3_step(st) == SQLITE_ROW);
-        ASSERT(sqlite3_column_type(st, 0) == SQLITE_BLOB || sqlite3_column_bytes(st, 0) == 0);
+        ASSERT_TRUE(sqlite3_step(st) == SQLITE_ROW);
+        ASSERT_TRUE(sqlite3_column_type(st, 0) == SQLITE_BLOB || sqlite3_column_bytes(st, 0) == 0);
         n = (size_t) sqlite3_column_bytes(st, 0);
-        ASSERT(n % 8 == 0 && n / 8 <= max);
+        ASSERT_TRUE(n % 8 == 0 && n / 8 <= max);
         const uint8_t *b = sqlite3_column_blob(st, 0);
         for (size_t i = 0; i < n / 8; i++) {
                 uint64_t v;
@@ -90,7 +55,7 @@ static void test_two_intervals(const char *path) {
         char buf[128];
 
         ASSERT_OK(store_open(path, &s));
-        ASSERT(strcmp(store_path(s), path) == 0);
+        ASSERT_TRUE(strcmp(store_path(s), path) == 0);
 
         /* interval 1 */
         ASSERT_OK(store_begin(s));
@@ -104,10 +69,10 @@ static void test_two_intervals(const char *path) {
                                                    .elf_addr = kaddr, .module = "", .lines = lines_k, .n_lines = 1 },
                                   &f_k));
         ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, file, 0x2000, NULL, &f_late)); /* pending */
-        ASSERT(f_main != f_k && f_k != f_late);
+        ASSERT_TRUE(f_main != f_k && f_k != f_late);
         ASSERT_OK(store_put_stack(s, (int64_t[]) { f_k, f_main }, 2, &s1));
         ASSERT_OK(store_put_stack(s, (int64_t[]) { f_late, f_main }, 2, &s2));
-        ASSERT(s1 != s2);
+        ASSERT_TRUE(s1 != s2);
         ASSERT_OK(store_put_process(s, 4242, 1700000000000000000ULL, "app", "/usr/bin/app", "", &proc));
         ASSERT_OK(store_add_interval(s, 1000, 5000, 50000000, &iv1));
         ASSERT_OK(store_add_sample(s, iv1, proc, 4242, "app", s1, 5));
@@ -116,32 +81,32 @@ static void test_two_intervals(const char *path) {
         ASSERT_OK(store_commit(s));
 
         /* A reader while the writer has the store open. */
-        ASSERT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-        ASSERT(q_int(db, "SELECT status IS NULL AND elf_addr IS NULL FROM frames WHERE addr = 8192") == 1);
-        ASSERT(q_int(db, "SELECT count(*) FROM frame_lines") == 3);
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(q_int(db, "SELECT status IS NULL AND elf_addr IS NULL FROM frames WHERE addr = 8192") == 1);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 3);
         sqlite3_close(db);
 
         /* interval 2: same file, frames and one stack again; a late symbol for f_late */
         ASSERT_OK(store_begin(s));
         ASSERT_OK(store_put_file(s, fid, "/other/path/app", NULL, 0, NULL, &file2));
-        ASSERT(file2 == file);
+        ASSERT_TRUE(file2 == file);
         ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, file, 0x1234, NULL, &f_main2));
         ASSERT_OK(store_put_frame(s, EP_FRAME_KERNEL, 0, kaddr, NULL, &f_k2));
-        ASSERT(f_main2 == f_main && f_k2 == f_k);
+        ASSERT_TRUE(f_main2 == f_main && f_k2 == f_k);
         ASSERT_OK(store_update_frame_symbol(s, f_late,
                                             &(StoreSymbol) { .status = EP_SYM_OK, .elf_addr_known = true,
                                                              .elf_addr = 0x402000, .lines = lines_late, .n_lines = 1 }));
         ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, file, 0x2000, NULL, &f_late2));
-        ASSERT(f_late2 == f_late);
+        ASSERT_TRUE(f_late2 == f_late);
         ASSERT_OK(store_put_stack(s, (int64_t[]) { f_k, f_main }, 2, &s1b));
-        ASSERT(s1b == s1);
+        ASSERT_TRUE(s1b == s1);
         ASSERT_OK(store_put_stack(s, (int64_t[]) { f_late }, 1, &s3));
-        ASSERT(s3 != s1 && s3 != s2);
+        ASSERT_TRUE(s3 != s1 && s3 != s2);
         ASSERT_OK(store_put_process(s, 4242, 1700000000000000000ULL, "app", "/usr/bin/app", "", &proc2));
-        ASSERT(proc2 == proc);
+        ASSERT_TRUE(proc2 == proc);
         ASSERT_OK(store_update_process(s, proc, "app2", "/usr/bin/app2", "c0ffee"));
         ASSERT_OK(store_add_interval(s, 5000, 9000, 50000000, &iv2));
-        ASSERT(iv2 != iv1);
+        ASSERT_TRUE(iv2 != iv1);
         ASSERT_OK(store_add_sample(s, iv2, proc, 4242, "app", s1, 11));
         ASSERT_OK(store_add_sample(s, iv2, proc, 4242, "app", s3, 1));
         ASSERT_OK(store_commit(s));
@@ -153,97 +118,97 @@ static void test_two_intervals(const char *path) {
         store_rollback(s);
 
         /* Read back with plain SQL. */
-        ASSERT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-        ASSERT(q_int(db, "PRAGMA user_version") == 1);
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(q_int(db, "PRAGMA user_version") == 1);
         q_text(db, "PRAGMA journal_mode", buf, sizeof(buf));
-        ASSERT(strcmp(buf, "wal") == 0);
-        ASSERT(q_int(db, "SELECT count(*) FROM files") == 1);
+        ASSERT_TRUE(strcmp(buf, "wal") == 0);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM files") == 1);
         q_text(db, "SELECT path FROM files", buf, sizeof(buf));
-        ASSERT(strcmp(buf, "/usr/bin/app") == 0);
-        ASSERT(q_int(db, "SELECT length(gnu_build_id) FROM files") == 20);
-        ASSERT(q_int(db, "SELECT count(*) FROM frames") == 3);
-        ASSERT(q_int(db, "SELECT count(*) FROM stacks") == 3);
-        ASSERT(q_int(db, "SELECT count(*) FROM processes") == 1);
+        ASSERT_TRUE(strcmp(buf, "/usr/bin/app") == 0);
+        ASSERT_TRUE(q_int(db, "SELECT length(gnu_build_id) FROM files") == 20);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames") == 3);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM stacks") == 3);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM processes") == 1);
         q_text(db, "SELECT exe || '|' || container_id FROM processes", buf, sizeof(buf));
-        ASSERT(strcmp(buf, "/usr/bin/app2|c0ffee") == 0);
-        ASSERT(q_int(db, "SELECT count(*) FROM intervals") == 2);
-        ASSERT(q_int(db, "SELECT count(*) FROM samples") == 4);
-        ASSERT(q_int(db, "SELECT sum(count) FROM samples") == 5 + 3 + 2 + 11 + 1);
+        ASSERT_TRUE(strcmp(buf, "/usr/bin/app2|c0ffee") == 0);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM intervals") == 2);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM samples") == 4);
+        ASSERT_TRUE(q_int(db, "SELECT sum(count) FROM samples") == 5 + 3 + 2 + 11 + 1);
         char sql[256];
         snprintf(sql, sizeof(sql), "SELECT count FROM samples WHERE interval = %lld AND stack = %lld",
                  (long long) iv1, (long long) s1);
-        ASSERT(q_int(db, sql) == 7);
+        ASSERT_TRUE(q_int(db, sql) == 7);
         snprintf(sql, sizeof(sql), "SELECT sum(count) FROM samples WHERE stack = %lld", (long long) s1);
-        ASSERT(q_int(db, sql) == 18);
-        ASSERT(q_int(db, "SELECT period_ns FROM intervals ORDER BY id LIMIT 1") == 50000000);
+        ASSERT_TRUE(q_int(db, sql) == 18);
+        ASSERT_TRUE(q_int(db, "SELECT period_ns FROM intervals ORDER BY id LIMIT 1") == 50000000);
 
         /* frames blob: little-endian u64 frame ids, leaf first */
         int64_t ids[8];
-        ASSERT(stack_frames(db, s1, ids, 8) == 2);
-        ASSERT(ids[0] == f_k && ids[1] == f_main);
-        ASSERT(stack_frames(db, s3, ids, 8) == 1 && ids[0] == f_late);
-        ASSERT(q_int(db, "SELECT min(length(hash)) FROM stacks") == STORE_STACK_HASH_SIZE);
-        ASSERT(q_int(db, "SELECT max(length(hash)) FROM stacks") == STORE_STACK_HASH_SIZE);
+        ASSERT_TRUE(stack_frames(db, s1, ids, 8) == 2);
+        ASSERT_TRUE(ids[0] == f_k && ids[1] == f_main);
+        ASSERT_TRUE(stack_frames(db, s3, ids, 8) == 1 && ids[0] == f_late);
+        ASSERT_TRUE(q_int(db, "SELECT min(length(hash)) FROM stacks") == STORE_STACK_HASH_SIZE);
+        ASSERT_TRUE(q_int(db, "SELECT max(length(hash)) FROM stacks") == STORE_STACK_HASH_SIZE);
 
         /* the kernel address comes back with all 64 bits */
         snprintf(sql, sizeof(sql), "SELECT addr FROM frames WHERE id = %lld", (long long) f_k);
-        ASSERT((uint64_t) q_int(db, sql) == kaddr);
+        ASSERT_TRUE((uint64_t) q_int(db, sql) == kaddr);
         snprintf(sql, sizeof(sql), "SELECT module FROM frames WHERE id = %lld", (long long) f_k);
         q_text(db, sql, buf, sizeof(buf));
-        ASSERT(strcmp(buf, "") == 0);
+        ASSERT_TRUE(strcmp(buf, "") == 0);
         snprintf(sql, sizeof(sql), "SELECT module IS NULL FROM frames WHERE id = %lld", (long long) f_main);
-        ASSERT(q_int(db, sql) == 1);
+        ASSERT_TRUE(q_int(db, sql) == 1);
 
         /* lines, innermost first; the late frame got its symbol */
         snprintf(sql, sizeof(sql), "SELECT function FROM frame_lines WHERE frame = %lld AND depth = 0",
                  (long long) f_main);
         q_text(db, sql, buf, sizeof(buf));
-        ASSERT(strcmp(buf, "inlined_helper") == 0);
+        ASSERT_TRUE(strcmp(buf, "inlined_helper") == 0);
         snprintf(sql, sizeof(sql), "SELECT line FROM frame_lines WHERE frame = %lld AND depth = 1",
                  (long long) f_main);
-        ASSERT(q_int(db, sql) == 7);
+        ASSERT_TRUE(q_int(db, sql) == 7);
         snprintf(sql, sizeof(sql), "SELECT status FROM frames WHERE id = %lld", (long long) f_late);
-        ASSERT(q_int(db, sql) == EP_SYM_OK);
+        ASSERT_TRUE(q_int(db, sql) == EP_SYM_OK);
         snprintf(sql, sizeof(sql), "SELECT elf_addr FROM frames WHERE id = %lld", (long long) f_late);
-        ASSERT(q_int(db, sql) == 0x402000);
-        ASSERT(q_int(db, "SELECT count(*) FROM frame_lines") == 4);
+        ASSERT_TRUE(q_int(db, sql) == 0x402000);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 4);
         sqlite3_close(db);
 
         store_free(s);
 
         /* readable by other users */
         struct stat st;
-        ASSERT(stat(path, &st) == 0);
-        ASSERT((st.st_mode & 0777) == 0644);
+        ASSERT_TRUE(stat(path, &st) == 0);
+        ASSERT_TRUE((st.st_mode & 0777) == 0644);
         /* WAL companions are kept after close (readers cannot create them) and readable */
         char side[300];
         snprintf(side, sizeof(side), "%s-wal", path);
-        ASSERT(stat(side, &st) == 0 && (st.st_mode & 0777) == 0644);
+        ASSERT_TRUE(stat(side, &st) == 0 && (st.st_mode & 0777) == 0644);
         snprintf(side, sizeof(side), "%s-shm", path);
-        ASSERT(stat(side, &st) == 0 && (st.st_mode & 0777) == 0644);
+        ASSERT_TRUE(stat(side, &st) == 0 && (st.st_mode & 0777) == 0644);
 
         /* reopen: same rows found again */
         ASSERT_OK(store_open(path, &s));
         ASSERT_OK(store_begin(s));
         ASSERT_OK(store_put_file(s, fid, "/usr/bin/app", NULL, 0, "go-build-id", &file2));
-        ASSERT(file2 == file);
+        ASSERT_TRUE(file2 == file);
         ASSERT_OK(store_put_stack(s, (int64_t[]) { f_k, f_main }, 2, &s1b));
-        ASSERT(s1b == s1);
+        ASSERT_TRUE(s1b == s1);
         ASSERT_OK(store_commit(s));
         store_free(s);
 
-        ASSERT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
         q_text(db, "SELECT go_build_id FROM files", buf, sizeof(buf));
-        ASSERT(strcmp(buf, "go-build-id") == 0);
-        ASSERT(q_int(db, "SELECT length(gnu_build_id) FROM files") == 20); /* kept */
-        ASSERT(q_int(db, "SELECT count(*) FROM stacks") == 3);
+        ASSERT_TRUE(strcmp(buf, "go-build-id") == 0);
+        ASSERT_TRUE(q_int(db, "SELECT length(gnu_build_id) FROM files") == 20); /* kept */
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM stacks") == 3);
         sqlite3_close(db);
 }
 
 static void write_file(const char *path, const void *data, size_t n) {
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        ASSERT(fd >= 0);
-        ASSERT(write(fd, data, n) == (ssize_t) n);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_TRUE(write(fd, data, n) == (ssize_t) n);
         close(fd);
 }
 
@@ -258,37 +223,37 @@ static void test_bad_files(void) {
                 garbage[i] = (char) ("this is not a database\n"[i % 23]);
         snprintf(path, sizeof(path), "%s/garbage.db", dir);
         write_file(path, garbage, sizeof(garbage));
-        ASSERT(store_open(path, &s) == -EBADMSG);
-        ASSERT(!s);
+        ASSERT_TRUE(store_open(path, &s) == -EBADMSG);
+        ASSERT_TRUE(!s);
 
         /* a short garbage file */
         snprintf(path, sizeof(path), "%s/short.db", dir);
         write_file(path, "hello", 5);
-        ASSERT(store_open(path, &s) < 0);
-        ASSERT(!s);
+        ASSERT_TRUE(store_open(path, &s) < 0);
+        ASSERT_TRUE(!s);
 
         /* a newer schema */
         snprintf(path, sizeof(path), "%s/newer.db", dir);
-        ASSERT(sqlite3_open(path, &db) == SQLITE_OK);
-        ASSERT(sqlite3_exec(db, "CREATE TABLE x(a); PRAGMA user_version = 7", NULL, NULL, NULL) == SQLITE_OK);
+        ASSERT_TRUE(sqlite3_open(path, &db) == SQLITE_OK);
+        ASSERT_TRUE(sqlite3_exec(db, "CREATE TABLE x(a); PRAGMA user_version = 7", NULL, NULL, NULL) == SQLITE_OK);
         sqlite3_close(db);
-        ASSERT(store_open(path, &s) == -EPROTONOSUPPORT);
+        ASSERT_TRUE(store_open(path, &s) == -EPROTONOSUPPORT);
 
         /* some other application's database */
         snprintf(path, sizeof(path), "%s/foreign.db", dir);
-        ASSERT(sqlite3_open(path, &db) == SQLITE_OK);
-        ASSERT(sqlite3_exec(db, "CREATE TABLE x(a)", NULL, NULL, NULL) == SQLITE_OK);
+        ASSERT_TRUE(sqlite3_open(path, &db) == SQLITE_OK);
+        ASSERT_TRUE(sqlite3_exec(db, "CREATE TABLE x(a)", NULL, NULL, NULL) == SQLITE_OK);
         sqlite3_close(db);
-        ASSERT(store_open(path, &s) == -EPROTONOSUPPORT);
+        ASSERT_TRUE(store_open(path, &s) == -EPROTONOSUPPORT);
 
         /* version 1 but tables missing */
         snprintf(path, sizeof(path), "%s/broken.db", dir);
-        ASSERT(sqlite3_open(path, &db) == SQLITE_OK);
-        ASSERT(sqlite3_exec(db, "CREATE TABLE files(id INTEGER PRIMARY KEY); PRAGMA user_version = 1",
+        ASSERT_TRUE(sqlite3_open(path, &db) == SQLITE_OK);
+        ASSERT_TRUE(sqlite3_exec(db, "CREATE TABLE files(id INTEGER PRIMARY KEY); PRAGMA user_version = 1",
                             NULL, NULL, NULL) == SQLITE_OK);
         sqlite3_close(db);
-        ASSERT(store_open(path, &s) < 0);
-        ASSERT(!s);
+        ASSERT_TRUE(store_open(path, &s) < 0);
+        ASSERT_TRUE(!s);
 
         /* an empty file is a new store */
         snprintf(path, sizeof(path), "%s/empty.db", dir);
@@ -300,7 +265,7 @@ static void test_bad_files(void) {
 int main(void) {
         char path[256], cmd[300];
 
-        ASSERT(mkdtemp(dir));
+        ASSERT_TRUE(mkdtemp(dir));
         /* the parent directory is created */
         snprintf(path, sizeof(path), "%s/state/sub/profiles.db", dir);
         umask(077); /* the store must still be readable by others */
@@ -308,7 +273,7 @@ int main(void) {
         test_bad_files();
 
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-        ASSERT(system(cmd) == 0);
+        ASSERT_TRUE(system(cmd) == 0);
         printf("OK\n");
         return 0;
 }
