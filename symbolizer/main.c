@@ -17,9 +17,13 @@
 #include "resolver.h"
 #include "session.h"
 #include "stats.h"
+#include "unwind-service.h"
 
 #define IDENT "ebpf-profiler-symbolizer"
 #define PROPERTIES_PERIOD_USEC (2 * USEC_PER_SEC)
+
+static const char *arg_cache_dir = EP_CACHE_DIR;
+static uint64_t arg_cache_max_size = EP_UNWIND_CACHE_DEFAULT_MAX;
 
 typedef struct Manager {
         EpDaemon daemon;
@@ -27,14 +31,17 @@ typedef struct Manager {
         EpResolver *resolver;
         EpLoaderClient *loader;
         EpSession *session;
+        EpUnwindService *unwind;
         sd_event_source *props_timer;
 
         /* What PropertiesChanged last announced. */
         EpSymStats published;
+        EpUnwindStats published_unwind;
         uint32_t published_cache_entries, published_files_open;
 } Manager;
 
 static void manager_done(Manager *m) {
+        m->unwind = ep_unwind_service_free(m->unwind);
         m->props_timer = sd_event_source_disable_unref(m->props_timer);
         m->session = ep_session_free(m->session);
         m->loader = ep_loader_client_free(m->loader);
@@ -105,6 +112,20 @@ static int prop_files_open(sd_bus *bus, const char *path, const char *interface,
         return sd_bus_message_append(reply, "u", m->resolver ? ep_resolver_files_open(m->resolver) : 0);
 }
 
+static int method_get_unwind_table(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return ep_unwind_service_handle(m->unwind, msg, error);
+}
+
+static int prop_unwind(sd_bus *bus, const char *path, const char *interface, const char *property,
+                       sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return sd_bus_message_append(reply, "t", ep_unwind_property(m->unwind, property));
+}
+
+#define UNWIND_PROPERTY(name) \
+        SD_BUS_PROPERTY(name, "t", prop_unwind, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE)
+
 #define STAT_PROPERTY(name, field)                                                         \
         SD_BUS_PROPERTY(name, "t", NULL, offsetof(Manager, stats.field), \
                         SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE)
@@ -114,6 +135,8 @@ static const sd_bus_vtable symbolizer_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("OpenSession", SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("h", req_ring, "h", req_eventfd, "h", resp_ring, "h", resp_eventfd),
                                 method_open_session, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetUnwindTable", SD_BUS_ARGS("h", file, "ay", file_id), SD_BUS_RESULT("h", table),
+                                method_get_unwind_table, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         STAT_PROPERTY("Requests", requests),
         STAT_PROPERTY("Resolved", resolved),
@@ -124,6 +147,12 @@ static const sd_bus_vtable symbolizer_vtable[] = {
         SD_BUS_PROPERTY("FilesOpen", "u", prop_files_open, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         STAT_PROPERTY("BadRequests", bad_requests),
         STAT_PROPERTY("ResponseDrops", response_drops),
+        UNWIND_PROPERTY("UnwindTables"),
+        UNWIND_PROPERTY("UnwindCacheHits"),
+        UNWIND_PROPERTY("UnwindCacheMisses"),
+        UNWIND_PROPERTY("UnwindExtractErrors"),
+        UNWIND_PROPERTY("UnwindExtractNsec"),
+        UNWIND_PROPERTY("UnwindCacheBytes"),
         SD_BUS_PROPERTY("LastError", "s", prop_last_error, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_VTABLE_END,
 };
@@ -132,7 +161,8 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
         Manager *m = userdata;
         const EpSymStats *now = &m->stats, *was = &m->published;
         uint32_t entries = ep_resolver_cache_entries(m->resolver), files = ep_resolver_files_open(m->resolver);
-        const char *names[16];
+        const EpUnwindStats *unwind = ep_unwind_service_stats(m->unwind);
+        const char *names[16 + EP_UNWIND_PROPERTIES];
         size_t n = 0;
 
 #define CHANGED(name, field)                      \
@@ -152,12 +182,14 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
                 names[n++] = "FilesOpen";
         if (!streq(now->last_error, was->last_error))
                 names[n++] = "LastError";
+        n += ep_unwind_properties_changed(unwind, &m->published_unwind, names + n);
         names[n] = NULL;
 
         if (n > 0) {
                 (void) sd_bus_emit_properties_changed_strv(m->daemon.bus, EP_PATH_SYMBOLIZER,
                                                            EP_IFACE_SYMBOLIZER, (char **) names);
                 m->published = m->stats;
+                m->published_unwind = *unwind;
                 m->published_cache_entries = entries;
                 m->published_files_open = files;
                 ep_daemon_status(&m->daemon, "%" PRIu64 " requests, %" PRIu64 " resolved, %u files open",
@@ -185,15 +217,45 @@ static void help(void) {
                "     --version           Show the version\n"
                "     --log-level=LEVEL   debug, info, notice, warning, err (default: info)\n"
                "     --user=NAME         When started as root, switch to this user (the service\n"
-               "                         uses %s); all capabilities are dropped either way\n",
-               program_invocation_short_name, EP_BUS_SYMBOLIZER, EP_UNPRIVILEGED_USER);
+               "                         uses %s); all capabilities are dropped either way\n"
+               "     --cache-dir=DIR     Keep extracted unwind tables in DIR (default: %s;\n"
+               "                         \"\" for none)\n"
+               "     --cache-max-size=SIZE\n"
+               "                         Bound of that cache, bytes or with K/M/G (default: 256M)\n",
+               program_invocation_short_name, EP_BUS_SYMBOLIZER, EP_UNPRIVILEGED_USER, EP_CACHE_DIR);
 }
 
 enum {
         ARG_VERSION = 0x100,
         ARG_LOG_LEVEL,
         ARG_USER,
+        ARG_CACHE_DIR,
+        ARG_CACHE_MAX_SIZE,
 };
+
+/* "123", "64K", "256M", "1G" (binary multiples). */
+static int parse_size(const char *s, uint64_t *ret) {
+        char *end = NULL;
+        unsigned long long v;
+        unsigned shift = 0;
+
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0 || end == s || s[0] == '-')
+                return -EINVAL;
+        if (*end == 'K' || *end == 'k')
+                shift = 10;
+        else if (*end == 'M' || *end == 'm')
+                shift = 20;
+        else if (*end == 'G' || *end == 'g')
+                shift = 30;
+        if (shift > 0)
+                end++;
+        if (*end != 0 || v == 0 || v > (UINT64_MAX >> shift))
+                return -EINVAL;
+        *ret = (uint64_t) v << shift;
+        return 0;
+}
 
 static int parse_argv(int argc, char *argv[], const char **ret_user) {
         static const struct option options[] = {
@@ -201,6 +263,8 @@ static int parse_argv(int argc, char *argv[], const char **ret_user) {
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "user", required_argument, NULL, ARG_USER },
+                { "cache-dir", required_argument, NULL, ARG_CACHE_DIR },
+                { "cache-max-size", required_argument, NULL, ARG_CACHE_MAX_SIZE },
                 {},
         };
         int c, level;
@@ -224,6 +288,16 @@ static int parse_argv(int argc, char *argv[], const char **ret_user) {
                         break;
                 case ARG_USER:
                         *ret_user = optarg;
+                        break;
+                case ARG_CACHE_DIR:
+                        arg_cache_dir = optarg;
+                        break;
+                case ARG_CACHE_MAX_SIZE:
+                        if (parse_size(optarg, &arg_cache_max_size) < 0) {
+                                fprintf(stderr, "%s: invalid cache size '%s'\n", program_invocation_short_name,
+                                        optarg);
+                                return -EINVAL;
+                        }
                         break;
                 case '?':
                         /* getopt printed what was wrong. */
@@ -270,6 +344,16 @@ int main(int argc, char *argv[]) {
         r = ep_resolver_new(&source, &config, &m.stats, &m.resolver);
         if (r < 0) {
                 log_error_errno(r, "Failed to set up the resolver: %m");
+                goto finish;
+        }
+
+        EpUnwindServiceConfig unwind_config = {
+                .cache_dir = arg_cache_dir,
+                .cache_max_bytes = arg_cache_max_size,
+        };
+        r = ep_unwind_service_new(m.daemon.event, &unwind_config, &m.stats, &m.unwind);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up unwind table extraction: %m");
                 goto finish;
         }
 

@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "log.h"
+#include "unwind-cache.h"
+#include "unwind-table.h"
+
+#define FORMAT ((int64_t) EP_UNWIND_TABLE_VERSION << 16 | EP_UNWIND_EXTRACTOR_VERSION)
+#define MAX_RAW_SIZE (1ull << 30) /* larger than any table the extractor makes */
+#define EVICT_BATCH 16
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
+enum {
+        STMT_GET,
+        STMT_TOUCH,
+        STMT_PUT,
+        STMT_OLD_BYTES,
+        STMT_DELETE,
+        STMT_OLDEST,
+        _STMT_MAX,
+};
+
+static const char *const stmt_sql[_STMT_MAX] = {
+        [STMT_GET] = "SELECT format, raw_size, data FROM unwind_tables WHERE file_id = ?1",
+        [STMT_TOUCH] = "UPDATE unwind_tables SET last_used = ?2 WHERE file_id = ?1",
+        [STMT_PUT] = "INSERT OR REPLACE INTO unwind_tables(file_id, gnu_build_id, format, raw_size, data, bytes, "
+                     "last_used) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        [STMT_OLD_BYTES] = "SELECT bytes FROM unwind_tables WHERE file_id = ?1",
+        [STMT_DELETE] = "DELETE FROM unwind_tables WHERE file_id = ?1",
+        [STMT_OLDEST] = "SELECT file_id, bytes FROM unwind_tables ORDER BY last_used LIMIT " STRINGIFY(EVICT_BATCH),
+};
+
+struct EpUnwindCache {
+        char *path;
+        uint64_t max_bytes;
+        sqlite3 *db;
+        sqlite3_stmt *stmt[_STMT_MAX];
+        int64_t next_use; /* LRU stamp: a counter, immune to clock changes */
+        EpUnwindCacheInfo info;
+};
+
+static void db_close(EpUnwindCache *c) {
+        for (size_t i = 0; i < _STMT_MAX; i++) {
+                sqlite3_finalize(c->stmt[i]);
+                c->stmt[i] = NULL;
+        }
+        if (c->db)
+                sqlite3_close(c->db);
+        c->db = NULL;
+}
+
+EpUnwindCache *ep_unwind_cache_free(EpUnwindCache *c) {
+        if (!c)
+                return NULL;
+        db_close(c);
+        free(c->path);
+        free(c);
+        return NULL;
+}
+
+static bool rc_is_corruption(int rc) {
+        rc &= 0xff;
+        return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
+}
+
+static int rc_to_errno(int rc) {
+        switch (rc & 0xff) {
+        case SQLITE_OK:
+                return 0;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_READONLY:
+        case SQLITE_PERM:
+        case SQLITE_AUTH:
+                return -EACCES;
+        case SQLITE_CANTOPEN:
+                return -ENOENT;
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                return -EBUSY;
+        case SQLITE_TOOBIG:
+                return -EFBIG;
+        default:
+                return -EIO;
+        }
+}
+
+/* The first column of the first row of sql as an integer. */
+static int query_int(sqlite3 *db, const char *sql, int64_t *ret) {
+        sqlite3_stmt *s = NULL;
+        int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+
+        if (rc == SQLITE_OK) {
+                rc = sqlite3_step(s);
+                if (rc == SQLITE_ROW) {
+                        *ret = sqlite3_column_int64(s, 0);
+                        rc = SQLITE_OK;
+                } else if (rc == SQLITE_DONE) {
+                        *ret = 0;
+                        rc = SQLITE_OK;
+                }
+        }
+        sqlite3_finalize(s);
+        return rc;
+}
+
+static int create_schema(sqlite3 *db) {
+        return sqlite3_exec(db,
+                            "BEGIN;"
+                            "CREATE TABLE unwind_tables(file_id BLOB PRIMARY KEY, gnu_build_id BLOB,"
+                            " format INTEGER NOT NULL, raw_size INTEGER NOT NULL, data BLOB NOT NULL,"
+                            " bytes INTEGER NOT NULL, last_used INTEGER NOT NULL);"
+                            "CREATE INDEX unwind_tables_lru ON unwind_tables(last_used);"
+                            "PRAGMA user_version = " STRINGIFY(EP_UNWIND_CACHE_SCHEMA) ";"
+                            "COMMIT;",
+                            NULL, NULL, NULL);
+}
+
+/* Opens the database as it is. Returns an SQLite code; *ret_why explains a database we do not
+ * accept (the caller deletes it), NULL when it is fine. */
+static int db_open(EpUnwindCache *c, const char **ret_why) {
+        int64_t version = 0, tables = 0, v = 0;
+        int rc;
+
+        *ret_why = NULL;
+        rc = sqlite3_open_v2(c->path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+        if (rc != SQLITE_OK)
+                return rc;
+        sqlite3_busy_timeout(c->db, 1000);
+
+        rc = query_int(c->db, "PRAGMA user_version", &version);
+        if (rc == SQLITE_OK)
+                rc = query_int(c->db, "SELECT count(*) FROM sqlite_master", &tables);
+        if (rc != SQLITE_OK) {
+                if (rc_is_corruption(rc))
+                        *ret_why = "not a database or corrupt";
+                return rc;
+        }
+
+        if (version == 0 && tables == 0) {
+                rc = create_schema(c->db);
+                if (rc != SQLITE_OK)
+                        return rc;
+        } else if (version != EP_UNWIND_CACHE_SCHEMA) {
+                *ret_why = version < EP_UNWIND_CACHE_SCHEMA ? "older schema" : "unknown schema";
+                return SQLITE_OK;
+        }
+
+        (void) sqlite3_exec(c->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+
+        /* Reading every row's size also proves the table is readable. */
+        rc = query_int(c->db, "SELECT coalesce(sum(bytes), 0) FROM unwind_tables", &v);
+        if (rc == SQLITE_OK) {
+                c->info.bytes = (uint64_t) MAX(v, (int64_t) 0);
+                rc = query_int(c->db, "SELECT count(*) FROM unwind_tables", &v);
+        }
+        if (rc == SQLITE_OK) {
+                c->info.entries = (uint64_t) MAX(v, (int64_t) 0);
+                rc = query_int(c->db, "SELECT coalesce(max(last_used), 0) FROM unwind_tables", &v);
+        }
+        if (rc != SQLITE_OK) {
+                if (rc_is_corruption(rc) || (rc & 0xff) == SQLITE_ERROR)
+                        *ret_why = "unreadable table";
+                return rc;
+        }
+        c->next_use = v + 1;
+
+        for (size_t i = 0; i < _STMT_MAX; i++) {
+                rc = sqlite3_prepare_v3(c->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &c->stmt[i], NULL);
+                if (rc != SQLITE_OK) {
+                        *ret_why = "unexpected schema";
+                        return rc;
+                }
+        }
+        return SQLITE_OK;
+}
+
+static void unlink_db(const char *path) {
+        char p[4096];
+
+        (void) unlink(path);
+        snprintf(p, sizeof p, "%s-wal", path);
+        (void) unlink(p);
+        snprintf(p, sizeof p, "%s-shm", path);
+        (void) unlink(p);
+        snprintf(p, sizeof p, "%s-journal", path);
+        (void) unlink(p);
+}
+
+/* Throws the database away and starts an empty one. */
+static int rebuild(EpUnwindCache *c, const char *why) {
+        const char *again;
+        int rc;
+
+        log_warning("Unwind table cache %s: %s, rebuilding it.", c->path, why);
+        db_close(c);
+        unlink_db(c->path);
+        c->info = (EpUnwindCacheInfo) { .rebuilds = c->info.rebuilds + 1, .evictions = c->info.evictions,
+                                        .dropped = c->info.dropped };
+        rc = db_open(c, &again);
+        if (rc == SQLITE_OK && !again)
+                return 0;
+        db_close(c);
+        return log_error_errno(rc_to_errno(rc) ?: -EIO, "Cannot create the unwind table cache %s: %s",
+                               c->path, again ?: sqlite3_errstr(rc));
+}
+
+/* After a failed statement: corruption rebuilds (once), other errors just fail this call. */
+static int failed(EpUnwindCache *c, int rc) {
+        if (rc_is_corruption(rc))
+                (void) rebuild(c, "corrupt");
+        return rc_to_errno(rc) ?: -EIO;
+}
+
+int ep_unwind_cache_open(const char *dir, uint64_t max_bytes, EpUnwindCache **ret) {
+        _cleanup_(ep_unwind_cache_freep) EpUnwindCache *c = NULL;
+        const char *why;
+        int rc;
+
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        if (access(dir, W_OK) < 0)
+                return -errno;
+
+        c = calloc(1, sizeof(EpUnwindCache));
+        if (!c)
+                return -ENOMEM;
+        c->max_bytes = max_bytes;
+        if (asprintf(&c->path, "%s/%s", dir, EP_UNWIND_CACHE_FILE) < 0) {
+                c->path = NULL;
+                return -ENOMEM;
+        }
+
+        rc = db_open(c, &why);
+        if (rc == SQLITE_OK && !why) {
+                *ret = TAKE_PTR(c);
+                return 0;
+        }
+        if (!why && !rc_is_corruption(rc))
+                /* Cannot open or write at all (permissions, disk): no cache. */
+                return rc_to_errno(rc) ?: -EIO;
+
+        rc = rebuild(c, why ?: "corrupt");
+        if (rc < 0)
+                return rc;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+static sqlite3_stmt *stmt(EpUnwindCache *c, int which) {
+        sqlite3_stmt *s = c->stmt[which];
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+        return s;
+}
+
+static int delete_row(EpUnwindCache *c, const uint8_t file_id[EP_FILE_ID_SIZE]) {
+        sqlite3_stmt *s;
+        int64_t bytes = 0;
+        int rc;
+
+        s = stmt(c, STMT_OLD_BYTES);
+        sqlite3_bind_blob(s, 1, file_id, EP_FILE_ID_SIZE, SQLITE_STATIC);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW)
+                bytes = sqlite3_column_int64(s, 0);
+        else if (rc != SQLITE_DONE)
+                return failed(c, rc);
+        sqlite3_reset(s);
+
+        s = stmt(c, STMT_DELETE);
+        sqlite3_bind_blob(s, 1, file_id, EP_FILE_ID_SIZE, SQLITE_STATIC);
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE)
+                return failed(c, rc);
+        if (sqlite3_changes(c->db) > 0) {
+                c->info.bytes -= MIN(c->info.bytes, (uint64_t) MAX(bytes, (int64_t) 0));
+                c->info.entries -= MIN(c->info.entries, (uint64_t) 1);
+        }
+        return 0;
+}
+
+static int drop_unusable(EpUnwindCache *c, const uint8_t file_id[EP_FILE_ID_SIZE], const char *why) {
+        char hex[2 * EP_FILE_ID_SIZE + 1];
+
+        for (size_t i = 0; i < EP_FILE_ID_SIZE; i++)
+                snprintf(hex + 2 * i, 3, "%02x", file_id[i]);
+        log_warning("Unwind table cache: entry %s %s, dropping it.", hex, why);
+        c->info.dropped++;
+        (void) delete_row(c, file_id);
+        return -ENOENT;
+}
+
+int ep_unwind_cache_get(EpUnwindCache *c, const uint8_t file_id[EP_FILE_ID_SIZE], void **ret_blob,
+                        size_t *ret_size) {
+        _cleanup_free_ void *blob = NULL;
+        sqlite3_stmt *s;
+        int64_t format, raw;
+        int rc;
+
+        if (!c->db)
+                return -ENOENT;
+
+        s = stmt(c, STMT_GET);
+        sqlite3_bind_blob(s, 1, file_id, EP_FILE_ID_SIZE, SQLITE_STATIC);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE) {
+                sqlite3_reset(s);
+                return -ENOENT;
+        }
+        if (rc != SQLITE_ROW)
+                return failed(c, rc);
+
+        format = sqlite3_column_int64(s, 0);
+        raw = sqlite3_column_int64(s, 1);
+        const void *data = sqlite3_column_blob(s, 2);
+        int n = sqlite3_column_bytes(s, 2);
+
+        if (format != FORMAT) {
+                sqlite3_reset(s);
+                return drop_unusable(c, file_id, "was made by another extractor version");
+        }
+        if (raw <= 0 || (uint64_t) raw > MAX_RAW_SIZE || !data || n <= 0) {
+                sqlite3_reset(s);
+                return drop_unusable(c, file_id, "has impossible sizes");
+        }
+
+        blob = malloc((size_t) raw);
+        if (!blob) {
+                sqlite3_reset(s);
+                return -ENOMEM;
+        }
+        uLongf out = (uLongf) raw;
+        int zr = uncompress(blob, &out, data, (uLong) n);
+        sqlite3_reset(s);
+        if (zr != Z_OK || out != (uLongf) raw)
+                return drop_unusable(c, file_id, "does not decompress");
+        if (ep_unwind_table_validate(blob, (size_t) raw) < 0 ||
+            memcmp(ep_unwind_table_header(blob)->file_id, file_id, EP_FILE_ID_SIZE) != 0)
+                return drop_unusable(c, file_id, "is not a valid table");
+
+        s = stmt(c, STMT_TOUCH);
+        sqlite3_bind_blob(s, 1, file_id, EP_FILE_ID_SIZE, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, c->next_use++);
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE)
+                (void) failed(c, rc); /* the answer is still good */
+
+        *ret_blob = TAKE_PTR(blob);
+        *ret_size = (size_t) raw;
+        return 0;
+}
+
+static int evict(EpUnwindCache *c) {
+        while (c->info.bytes > c->max_bytes && c->info.entries > 0) {
+                uint8_t ids[EVICT_BATCH][EP_FILE_ID_SIZE];
+                size_t n = 0;
+                sqlite3_stmt *s = stmt(c, STMT_OLDEST);
+                uint64_t over = c->info.bytes - c->max_bytes, freed = 0;
+                int rc;
+
+                while (n < EVICT_BATCH && freed < over && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+                        if (sqlite3_column_bytes(s, 0) != EP_FILE_ID_SIZE)
+                                continue;
+                        memcpy(ids[n++], sqlite3_column_blob(s, 0), EP_FILE_ID_SIZE);
+                        freed += (uint64_t) MAX(sqlite3_column_int64(s, 1), (int64_t) 0);
+                }
+                sqlite3_reset(s);
+                if (n == 0)
+                        break;
+                for (size_t i = 0; i < n; i++) {
+                        rc = delete_row(c, ids[i]);
+                        if (rc < 0)
+                                return rc;
+                        c->info.evictions++;
+                }
+        }
+        return 0;
+}
+
+int ep_unwind_cache_put(EpUnwindCache *c, const uint8_t file_id[EP_FILE_ID_SIZE], const uint8_t *build_id,
+                        size_t build_id_len, const void *blob, size_t size) {
+        _cleanup_free_ void *z = NULL;
+        uLongf zsize;
+        sqlite3_stmt *s;
+        int rc;
+
+        if (!c->db)
+                return -ENOENT;
+        if (size == 0 || size > MAX_RAW_SIZE)
+                return -EFBIG;
+
+        zsize = compressBound((uLong) size);
+        z = malloc(zsize);
+        if (!z)
+                return -ENOMEM;
+        if (compress2(z, &zsize, blob, (uLong) size, Z_BEST_SPEED) != Z_OK)
+                return -ENOMEM;
+        if (zsize > c->max_bytes)
+                return -EFBIG;
+
+        rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                return failed(c, rc);
+
+        rc = delete_row(c, file_id); /* keeps the byte count right on replace */
+        if (rc < 0)
+                goto rollback;
+
+        s = stmt(c, STMT_PUT);
+        sqlite3_bind_blob(s, 1, file_id, EP_FILE_ID_SIZE, SQLITE_STATIC);
+        if (build_id && build_id_len > 0)
+                sqlite3_bind_blob(s, 2, build_id, (int) build_id_len, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(s, 2);
+        sqlite3_bind_int64(s, 3, FORMAT);
+        sqlite3_bind_int64(s, 4, (int64_t) size);
+        sqlite3_bind_blob64(s, 5, z, zsize, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 6, (int64_t) zsize);
+        sqlite3_bind_int64(s, 7, c->next_use++);
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE) {
+                rc = rc_to_errno(rc) ?: -EIO;
+                goto rollback;
+        }
+        c->info.bytes += zsize;
+        c->info.entries++;
+
+        rc = evict(c);
+        if (rc < 0)
+                goto rollback;
+
+        rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                return failed(c, rc);
+        return 0;
+
+rollback:
+        if (c->db) {
+                (void) sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+                /* The counters may have moved inside the transaction: read them back. */
+                int64_t v = 0;
+                if (query_int(c->db, "SELECT coalesce(sum(bytes), 0) FROM unwind_tables", &v) == SQLITE_OK)
+                        c->info.bytes = (uint64_t) MAX(v, (int64_t) 0);
+                if (query_int(c->db, "SELECT count(*) FROM unwind_tables", &v) == SQLITE_OK)
+                        c->info.entries = (uint64_t) MAX(v, (int64_t) 0);
+        }
+        return rc;
+}
+
+void ep_unwind_cache_info(const EpUnwindCache *c, EpUnwindCacheInfo *ret) {
+        *ret = c->info;
+}
+
+const char *ep_unwind_cache_path(const EpUnwindCache *c) {
+        return c->path;
+}

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: MIT */
+/* Symbolizer1.GetUnwindTable end to end on a private dbus-daemon (skipped without
+ * dbus-daemon): this process plays the loader.
+ *   - the answer is a sealed memfd holding a valid table for the file;
+ *   - the second call is a cache hit; so is the first call after a restart (same cache dir);
+ *   - errors: a file ID that is not the descriptor's, a file that is not ELF (BadFile), a file
+ *     ID of the wrong length (InvalidArgs);
+ *   - the Unwind* properties count, and the daemon keeps serving other calls meanwhile. */
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <systemd/sd-bus.h>
+#include <time.h>
+
+#include "bus.h"
+#include "test-symbolizer-unwind-util.h"
+
+static pid_t bus_pid = -1, sym_pid = -1;
+static char workdir[] = "/tmp/test-symbolizer-unwind-daemon-XXXXXX";
+static char cache_dir[300];
+
+static uint64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+static void cleanup(void) {
+        char path[400];
+
+        if (sym_pid > 0)
+                kill(sym_pid, SIGKILL);
+        if (bus_pid > 0)
+                kill(bus_pid, SIGTERM);
+        snprintf(path, sizeof path, "%s/bus.sock", workdir);
+        unlink(path);
+        const char *files[] = { "unwind-tables.db", "unwind-tables.db-wal", "unwind-tables.db-shm" };
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                snprintf(path, sizeof path, "%s/%s", cache_dir, files[i]);
+                unlink(path);
+        }
+        rmdir(cache_dir);
+        rmdir(workdir);
+}
+
+static bool name_has_owner(sd_bus *bus, const char *name) {
+        sd_bus_message *reply = NULL;
+        int has = 0;
+
+        if (sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                               "NameHasOwner", NULL, &reply, "s", name) < 0)
+                return false;
+        (void) sd_bus_message_read(reply, "b", &has);
+        sd_bus_message_unref(reply);
+        return has;
+}
+
+static void start_symbolizer(sd_bus *bus, const char *symbolizer) {
+        char arg[400];
+
+        snprintf(arg, sizeof arg, "--cache-dir=%s", cache_dir);
+        sym_pid = fork();
+        CHECK(sym_pid >= 0);
+        if (sym_pid == 0) {
+                execl(symbolizer, symbolizer, "--log-level=debug", arg, (char *) NULL);
+                _exit(127);
+        }
+        for (uint64_t deadline = now_ms() + 5000; now_ms() < deadline && !name_has_owner(bus, EP_BUS_SYMBOLIZER);)
+                usleep(20000);
+        CHECK(name_has_owner(bus, EP_BUS_SYMBOLIZER));
+}
+
+static void stop_symbolizer(void) {
+        int status;
+
+        CHECK(kill(sym_pid, SIGTERM) == 0);
+        CHECK(waitpid(sym_pid, &status, 0) == sym_pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        sym_pid = -1;
+}
+
+static uint64_t get_t(sd_bus *bus, const char *name) {
+        uint64_t v = 0;
+        CHECK(sd_bus_get_property_trivial(bus, EP_BUS_SYMBOLIZER, EP_PATH_SYMBOLIZER, EP_IFACE_SYMBOLIZER, name, NULL,
+                                          't', &v) >= 0);
+        return v;
+}
+
+/* Calls GetUnwindTable; returns the table fd (ours), or -1 with the error name in ret_error. */
+static int get_table(sd_bus *bus, const char *path, const uint8_t *id, size_t id_len, char *ret_error,
+                     size_t error_size) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        sd_bus_message *m = NULL, *reply = NULL;
+        int fd = open(path, O_RDONLY | O_CLOEXEC), table = -1, r;
+
+        CHECK(fd >= 0);
+        CHECK(sd_bus_message_new_method_call(bus, &m, EP_BUS_SYMBOLIZER, EP_PATH_SYMBOLIZER, EP_IFACE_SYMBOLIZER,
+                                             "GetUnwindTable") >= 0);
+        CHECK(sd_bus_message_append(m, "h", fd) >= 0);
+        CHECK(sd_bus_message_append_array(m, 'y', id, id_len) >= 0);
+        r = sd_bus_call(bus, m, 30 * 1000000ULL, &error, &reply);
+        if (r < 0)
+                snprintf(ret_error, error_size, "%s", error.name ?: strerror(-r));
+        else {
+                int t;
+                CHECK(sd_bus_message_read(reply, "h", &t) >= 0);
+                table = fcntl(t, F_DUPFD_CLOEXEC, 3);
+                CHECK(table >= 0);
+        }
+        sd_bus_message_unref(m);
+        sd_bus_message_unref(reply);
+        close(fd);
+        return table;
+}
+
+/* The table behind the fd: sealed, read-only for us too, and valid. */
+static void check_table(int fd, const uint8_t id[EP_FILE_ID_SIZE]) {
+        struct stat st;
+        int seals = fcntl(fd, F_GET_SEALS);
+
+        CHECK(seals >= 0);
+        CHECK((seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)) ==
+              (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL));
+        CHECK(fstat(fd, &st) == 0 && st.st_size > 0);
+        void *p = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        CHECK(p != MAP_FAILED);
+        CHECK_INT(ep_unwind_table_validate(p, (size_t) st.st_size), 0);
+        CHECK(memcmp(ep_unwind_table_header(p)->file_id, id, EP_FILE_ID_SIZE) == 0);
+        CHECK(ep_unwind_table_header(p)->n_entries > 10);
+        /* Writable mappings are refused. */
+        CHECK(mmap(NULL, (size_t) st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED);
+        munmap(p, (size_t) st.st_size);
+}
+
+static int on_big_reply(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        int *state = userdata;
+        *state = sd_bus_message_is_method_error(m, NULL) ? -1 : 1;
+        return 0;
+}
+
+/* Extraction of a big library runs on the worker: a property read during it is answered
+ * first. (Were the loop blocked, the table's reply would already be queued when the property
+ * reply arrives.) Needs a library that takes a while; skipped without one. */
+static void check_not_blocking(sd_bus *bus, const char *big) {
+        sd_bus_message *m = NULL;
+        sd_bus_slot *slot = NULL;
+        uint8_t id[EP_FILE_ID_SIZE];
+        int state = 0, fd;
+
+        fd = open(big, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                printf("no %s, skipping the responsiveness check\n", big);
+                return;
+        }
+        CHECK_INT(ep_file_id_from_fd(fd, id, NULL), 0);
+        CHECK(sd_bus_message_new_method_call(bus, &m, EP_BUS_SYMBOLIZER, EP_PATH_SYMBOLIZER, EP_IFACE_SYMBOLIZER,
+                                             "GetUnwindTable") >= 0);
+        CHECK(sd_bus_message_append(m, "h", fd) >= 0);
+        CHECK(sd_bus_message_append_array(m, 'y', id, sizeof id) >= 0);
+        CHECK(sd_bus_call_async(bus, &slot, m, on_big_reply, &state, 60 * 1000000ULL) >= 0);
+        close(fd);
+
+        (void) get_t(bus, "UnwindTables");
+        while (sd_bus_process(bus, NULL) > 0)
+                ;
+        CHECK_INT(state, 0);
+
+        for (uint64_t deadline = now_ms() + 30000; state == 0 && now_ms() < deadline;) {
+                if (sd_bus_process(bus, NULL) > 0)
+                        continue;
+                (void) sd_bus_wait(bus, 100000);
+        }
+        CHECK_INT(state, 1);
+        sd_bus_slot_unref(slot);
+        sd_bus_message_unref(m);
+}
+
+int main(void) {
+        const char *symbolizer = test_env("SYM_TEST_SYMBOLIZER"), *prog = test_env("UNW_PROG_OMIT");
+        char address[512] = "", err[256], text[512];
+        uint8_t id[EP_FILE_ID_SIZE], wrong[EP_FILE_ID_SIZE] = { 0x42 };
+        sd_bus *bus = NULL;
+        int fd;
+
+        if (access("/usr/bin/dbus-daemon", X_OK) < 0) {
+                fprintf(stderr, "dbus-daemon not installed, skipping\n");
+                return 77;
+        }
+        fd = open(prog, O_RDONLY | O_CLOEXEC);
+        CHECK(fd >= 0);
+        CHECK_INT(ep_file_id_from_fd(fd, id, NULL), 0);
+        close(fd);
+
+        CHECK(mkdtemp(workdir));
+        snprintf(cache_dir, sizeof cache_dir, "%s/cache", workdir); /* the daemon creates it */
+        atexit(cleanup);
+
+        /* A private bus; it prints its address into a pipe. */
+        int pfd[2];
+        CHECK(pipe2(pfd, O_CLOEXEC) == 0);
+        bus_pid = fork();
+        CHECK(bus_pid >= 0);
+        if (bus_pid == 0) {
+                char listen[400];
+                int w = fcntl(pfd[1], F_DUPFD, 10);
+                if (w < 0 || dup2(w, 3) != 3)
+                        _exit(127);
+                snprintf(listen, sizeof listen, "--address=unix:path=%s/bus.sock", workdir);
+                execl("/usr/bin/dbus-daemon", "dbus-daemon", "--session", "--nofork", "--nopidfile", "--nosyslog",
+                      listen, "--print-address=3", (char *) NULL);
+                _exit(127);
+        }
+        close(pfd[1]);
+        {
+                size_t have = 0;
+                struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+                for (uint64_t deadline = now_ms() + 5000; now_ms() < deadline && !strchr(address, '\n');) {
+                        if (poll(&p, 1, 100) <= 0)
+                                continue;
+                        ssize_t n = read(pfd[0], address + have, sizeof address - 1 - have);
+                        if (n <= 0)
+                                break;
+                        have += (size_t) n;
+                        address[have] = 0;
+                }
+                address[strcspn(address, "\n")] = 0;
+                close(pfd[0]);
+        }
+        CHECK(address[0]);
+        CHECK(setenv("DBUS_SYSTEM_BUS_ADDRESS", address, 1) == 0);
+        CHECK(sd_bus_open_system(&bus) >= 0);
+
+        start_symbolizer(bus, symbolizer);
+
+        /* First call: extracted. */
+        fd = get_table(bus, prog, id, sizeof id, err, sizeof err);
+        if (fd < 0)
+                TEST_FAIL("GetUnwindTable: %s", err);
+        check_table(fd, id);
+        close(fd);
+        CHECK_INT(get_t(bus, "UnwindTables"), 1);
+        CHECK_INT(get_t(bus, "UnwindCacheMisses"), 1);
+        CHECK_INT(get_t(bus, "UnwindCacheHits"), 0);
+        CHECK(get_t(bus, "UnwindExtractNsec") > 0);
+        CHECK(get_t(bus, "UnwindCacheBytes") > 0);
+
+        /* Second call: from the cache. */
+        fd = get_table(bus, prog, id, sizeof id, err, sizeof err);
+        CHECK(fd >= 0);
+        check_table(fd, id);
+        close(fd);
+        CHECK_INT(get_t(bus, "UnwindCacheHits"), 1);
+        CHECK_INT(get_t(bus, "UnwindCacheMisses"), 1);
+
+        /* Errors. */
+        CHECK(get_table(bus, prog, wrong, sizeof wrong, err, sizeof err) < 0);
+        CHECK_STR(err, "org.ebpfprofiler.Error.BadFile");
+        CHECK(get_table(bus, prog, id, 5, err, sizeof err) < 0);
+        CHECK_STR(err, "org.freedesktop.DBus.Error.InvalidArgs");
+        {
+                char text_path[400];
+                snprintf(text_path, sizeof text_path, "%s/not-elf", workdir);
+                int t = open(text_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                CHECK(t >= 0);
+                snprintf(text, sizeof text, "this is not an ELF file, it only has some words in it\n");
+                CHECK(write(t, text, strlen(text)) == (ssize_t) strlen(text));
+                close(t);
+                uint8_t tid[EP_FILE_ID_SIZE];
+                t = open(text_path, O_RDONLY | O_CLOEXEC);
+                CHECK_INT(ep_file_id_from_fd(t, tid, NULL), 0);
+                close(t);
+                CHECK(get_table(bus, text_path, tid, sizeof tid, err, sizeof err) < 0);
+                CHECK_STR(err, "org.ebpfprofiler.Error.BadFile");
+                unlink(text_path);
+        }
+        CHECK_INT(get_t(bus, "UnwindExtractErrors"), 2);
+        CHECK_INT(get_t(bus, "UnwindTables"), 2);
+
+        check_not_blocking(bus, "/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1");
+
+        /* A restart reuses the cache: no extraction at all. */
+        stop_symbolizer();
+        start_symbolizer(bus, symbolizer);
+        fd = get_table(bus, prog, id, sizeof id, err, sizeof err);
+        CHECK(fd >= 0);
+        check_table(fd, id);
+        close(fd);
+        CHECK_INT(get_t(bus, "UnwindCacheHits"), 1);
+        CHECK_INT(get_t(bus, "UnwindCacheMisses"), 0);
+        CHECK_INT(get_t(bus, "UnwindExtractNsec"), 0);
+
+        stop_symbolizer();
+        sd_bus_flush_close_unref(bus);
+        TEST_DONE("symbolizer-unwind-daemon");
+}
