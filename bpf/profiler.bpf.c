@@ -2,8 +2,10 @@
 
 /* The sampling program: runs on every tick of a software CPU-clock perf event on each CPU,
  * records who was running, the kernel stack and the user stack, and hands the record to the
- * loader through the BPF ring buffer. The user stack is walked here by frame pointers; that
- * walk (walk_user_stack) is the seam the stack-delta unwinder replaces later. */
+ * loader through the BPF ring buffer. The user stack is unwound here with the per-file unwind
+ * tables the loader puts in the maps below (bpf/native-unwind.h does one frame; bpf_loop drives
+ * up to EP_BPF_MAX_USER_FRAMES of them). Where there is no table (yet), a frame takes one
+ * frame-pointer step instead, so samples of processes seen for the first time are kept. */
 
 #include "vmlinux-min.h"
 
@@ -11,6 +13,7 @@
 
 #include "profiler.h"
 #include "wire.h"
+#include "native-unwind.h" /* types only here; the step functions after the hooks below */
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -37,9 +40,82 @@ struct {
         __type(value, struct ep_bpf_sample);
 } scratch SEC(".maps");
 
+/* The mapping the last frame was found in, per CPU, valid for the sample being unwound only
+ * (consecutive frames are mostly in the same file: no process lookup and search for them). */
+struct mapping_cache {
+        __u64 start, size, bias;
+        __u32 file_num;
+        __u32 valid;
+};
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, struct mapping_cache);
+} last_mapping SEC(".maps");
+
+/* CLOCK_BOOTTIME of the last wake-up forced by a sample of an unknown process, per CPU. */
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, __u64);
+} last_wakeup SEC(".maps");
+
+/* ---- native unwinding state (bpf/profiler.h; sizes are set by the loader before load) ---- */
+
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(map_flags, BPF_F_NO_PREALLOC);
+        __uint(max_entries, 16384);
+        __type(key, __u32);
+        __type(value, struct ep_bpf_proc);
+} proc_mappings SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(max_entries, EP_BPF_MAX_RULES);
+        __type(key, __u32);
+        __type(value, struct ep_unwind_rule);
+} unwind_rules SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(map_flags, BPF_F_NO_PREALLOC);
+        __uint(max_entries, 65536);
+        __type(key, struct ep_bpf_page_key);
+        __type(value, struct ep_bpf_page);
+} unwind_pages SEC(".maps");
+
+/* The template of the per-file delta arrays: BPF_F_INNER_MAP lets every file's array have its
+ * own size. */
+struct unwind_deltas {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(map_flags, BPF_F_INNER_MAP);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, __u64); /* struct ep_bpf_delta_pair (a scalar here: BTF of the template) */
+};
+
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+        __uint(max_entries, 4096);
+        __type(key, __u32);
+        __array(values, struct unwind_deltas);
+} unwind_tables SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(max_entries, 4096);
+        __type(key, __u32);
+        __type(value, __u32); /* EP_BPF_FILE_* */
+} file_state SEC(".maps");
+
 _Static_assert(__builtin_offsetof(struct ep_bpf_sample, frames) == EP_BPF_SAMPLE_HEADER_SIZE,
                "EP_BPF_SAMPLE_HEADER_SIZE out of date");
 _Static_assert(EP_BPF_CNT_STOP_BASE + _EP_STOP_MAX <= EP_BPF_CNT_MAX, "counters map too small");
+_Static_assert(sizeof(struct ep_bpf_delta_pair) == 8, "two deltas per 8-byte array element");
 
 static __always_inline void count(__u32 idx) {
         __u64 *v = bpf_map_lookup_elem(&counters, &idx);
@@ -53,93 +129,291 @@ static __always_inline __u64 wakeup_flags(void) {
                        : BPF_RB_NO_WAKEUP;
 }
 
-struct walk_state {
-        struct ep_bpf_sample *rec;
-        __u64 fp;     /* frame pointer of the frame whose caller comes next */
-        __u32 n;      /* frames filled in rec->frames */
-        __u32 left;   /* user frames still allowed */
-        __u32 stop;   /* EP_STOP_* */
+/* ---- the hooks of bpf/native-unwind.h ----
+ *
+ * The verifier follows every path through a program, and a frame step is many branches deep:
+ * inlined into the bpf_loop callback it exceeds the verifier's limits. So the step, the mapping
+ * search and the rule search are GLOBAL functions, which the verifier checks once each, on
+ * their own, with unknown arguments. Their pointer arguments are plain memory (they may not
+ * carry map pointers), hence the process is looked up by pid again whenever a frame is
+ * outside the mapping the previous one was found in (last_mapping). */
+
+/* All ones when a < b, else 0; both below 2^63. Without a branch: a search whose every step
+ * branches makes the verifier follow 2^steps paths. */
+static __always_inline __u64 below_mask(__u64 a, __u64 b) {
+        __u64 d = a - b, m;
+
+        barrier_var(d);
+        m = -(d >> 63);
+        barrier_var(m); /* or clang turns the masks back into branches */
+        return m;
+}
+
+struct mapping_hit {
+        __u64 file_offset;
+        __u32 file_num;
+        __u32 reserved;
 };
 
-/* One frame-pointer step: [fp] is the caller's frame pointer, [fp+8] the return address. */
-static long walk_step(__u64 index, void *data) {
-        struct walk_state *st = data;
-        struct ep_bpf_sample *rec = st->rec;
-        __u64 frame[2];
-        __u32 n = st->n;
+/* EP_LOOKUP_* for addr in pid's mappings. */
+__noinline int ep_bpf_find_mapping(__u32 pid, __u64 addr, struct mapping_hit *hit) {
+        const __u64 mask = EP_BPF_MAX_MAPPINGS - 1;
+        struct mapping_cache *cache;
+        struct ep_bpf_proc *p;
+        struct ep_bpf_mapping *m;
+        __u32 zero = 0;
+        __u64 lo = 0, hi;
 
-        if (st->fp == 0) {
-                st->stop = EP_STOP_OK;
-                return 1;
+        if (!hit)
+                return EP_LOOKUP_ERROR;
+        cache = bpf_map_lookup_elem(&last_mapping, &zero);
+        if (cache && cache->valid && addr - cache->start < cache->size) {
+                hit->file_num = cache->file_num;
+                hit->file_offset = addr - cache->bias;
+                return EP_LOOKUP_FOUND;
         }
-        if (st->left == 0 || n >= EP_BPF_MAX_FRAMES) {
+        p = bpf_map_lookup_elem(&proc_mappings, &pid);
+        if (!p)
+                return EP_LOOKUP_UNKNOWN_PROCESS;
+        hi = p->n;
+        if (hi > EP_BPF_MAX_MAPPINGS)
+                return EP_LOOKUP_NO_MAPPING;
+        /* lo ends at the first mapping that starts above addr. Branch-free steps; a step with
+         * lo == hi changes nothing. */
+        for (int i = 0; i < EP_BPF_MAPPING_SEARCH_STEPS + 1; i++) {
+                __u64 mid = ((lo + hi) >> 1) & mask;
+                __u64 active = below_mask(lo, hi);
+                __u64 below = below_mask(addr, p->m[mid].start); /* addr < start */
+                __u64 left = below & active, right = ~below & active;
+
+                hi = (hi & ~left) | (mid & left);
+                lo = (lo & ~right) | ((mid + 1) & right);
+        }
+        if (lo == 0)
+                return EP_LOOKUP_NO_MAPPING;
+        m = &p->m[(lo - 1) & mask];
+        if (addr - m->start >= m->size || m->file_num == 0)
+                return EP_LOOKUP_NO_MAPPING;
+        hit->file_num = m->file_num;
+        hit->file_offset = addr - m->bias;
+        if (cache)
+                *cache = (struct mapping_cache) {
+                        .start = m->start, .size = m->size, .bias = m->bias, .file_num = m->file_num, .valid = 1,
+                };
+        return EP_LOOKUP_FOUND;
+}
+
+#define EP_PAGES_CTX void *
+
+static __always_inline int ep_page_delta(void *inner, __u32 index, struct ep_bpf_delta *ret) {
+        __u32 elem = index >> 1;
+        struct ep_bpf_delta_pair *p = bpf_map_lookup_elem(inner, &elem);
+
+        if (!p)
+                return -1;
+        *ret = p->d[index & 1];
+        return 0;
+}
+
+#include "unwind-pages.h"
+
+/* EP_LOOKUP_* for the rule at file_offset of file_num. */
+__noinline int ep_bpf_find_rule(__u32 file_num, __u32 file_offset, struct ep_unwind_rule *ret_rule) {
+        struct ep_bpf_page_key key = { .file_num = file_num, .page = file_offset >> EP_BPF_PAGE_SHIFT };
+        struct ep_unwind_rule *rule;
+        struct ep_bpf_page *pg;
+        void *inner;
+        __u32 idx;
+        int r;
+
+        if (!ret_rule)
+                return EP_LOOKUP_ERROR;
+        inner = bpf_map_lookup_elem(&unwind_tables, &file_num);
+        if (!inner) {
+                __u32 *state = bpf_map_lookup_elem(&file_state, &file_num);
+                if (state && *state == EP_BPF_FILE_FP_ONLY) {
+                        *ret_rule = (struct ep_unwind_rule) { .cfa_kind = EP_CFA_FP_FALLBACK };
+                        return EP_LOOKUP_FOUND;
+                }
+                return EP_LOOKUP_NO_TABLE;
+        }
+        /* Pages are inserted before the table and removed after it: with the table present, a
+         * missing page is an offset the table does not cover. */
+        pg = bpf_map_lookup_elem(&unwind_pages, &key);
+        if (!pg) {
+                *ret_rule = (struct ep_unwind_rule) { .cfa_kind = EP_CFA_INVALID };
+                return EP_LOOKUP_FOUND;
+        }
+        r = ep_page_search(inner, pg, file_offset & ((1u << EP_BPF_PAGE_SHIFT) - 1));
+        if (r < 0)
+                return EP_LOOKUP_ERROR;
+        idx = (__u32) r;
+        rule = bpf_map_lookup_elem(&unwind_rules, &idx);
+        if (!rule)
+                return EP_LOOKUP_ERROR;
+        *ret_rule = *rule;
+        return EP_LOOKUP_FOUND;
+}
+
+#define EP_UNWIND_CTX __u32 /* the pid */
+
+static __always_inline int ep_read_user(__u32 pid, void *dst, __u32 size, uint64_t addr) {
+        return bpf_probe_read_user(dst, size, (const void *) addr);
+}
+
+static __always_inline int ep_find_mapping(__u32 pid, uint64_t addr, __u32 *ret_file_num,
+                                           uint64_t *ret_file_offset) {
+        struct mapping_hit hit = {};
+        int r = ep_bpf_find_mapping(pid, addr, &hit);
+
+        *ret_file_num = hit.file_num;
+        *ret_file_offset = hit.file_offset;
+        return r;
+}
+
+static __always_inline int ep_find_rule(__u32 pid, __u32 file_num, __u32 file_offset,
+                                        struct ep_unwind_rule *ret_rule) {
+        return ep_bpf_find_rule(file_num, file_offset, ret_rule);
+}
+
+#include "native-unwind.h"
+
+/* One step of pid's unwind from regs (EP_UNWIND_NEXT or EP_STOP_*). */
+__noinline int ep_bpf_unwind_step(__u32 pid, struct ep_unwind_regs *regs) {
+        if (!regs)
+                return EP_STOP_TABLE_ERROR;
+        return ep_unwind_step(pid, regs);
+}
+
+struct unwind_state {
+        struct ep_bpf_sample *rec;
+        struct ep_unwind_regs regs;
+        __u32 pid;
+        __u32 n;    /* frames filled in rec->frames */
+        __u32 end;  /* frames[] index limit for this sample's user frames */
+        int stop;   /* EP_STOP_* */
+};
+
+/* One frame per iteration: record it, then step to its caller. */
+static long unwind_frame(__u64 index, void *data) {
+        struct unwind_state *st = data;
+        __u32 n = st->n;
+        int s;
+
+        if (n >= st->end || n >= EP_BPF_MAX_FRAMES) {
                 st->stop = EP_STOP_MAX_DEPTH;
                 return 1;
         }
-        if (st->fp & 7) {
-                st->stop = EP_STOP_BAD_FP;
-                return 1;
-        }
-        if (bpf_probe_read_user(frame, sizeof(frame), (const void *) st->fp) < 0) {
-                st->stop = EP_STOP_READ_FAILED;
-                return 1;
-        }
-        if (frame[1] == 0) {
-                st->stop = frame[0] == 0 ? EP_STOP_OK : EP_STOP_PC_ZERO;
-                return 1;
-        }
-        rec->frames[n] = frame[1];
+        st->rec->frames[n] = (st->regs.pc & EP_BPF_FRAME_ADDR_MASK) |
+                             ((__u64) st->regs.flags << EP_BPF_FRAME_FLAGS_SHIFT);
         st->n = n + 1;
-        st->left--;
-        if (frame[0] == 0) {
-                st->stop = EP_STOP_OK; /* the outermost frame cleared its frame pointer */
+        s = ep_bpf_unwind_step(st->pid, &st->regs);
+        if (s != EP_UNWIND_NEXT) {
+                st->stop = s;
                 return 1;
         }
-        if (frame[0] <= st->fp) {
-                st->stop = EP_STOP_BAD_FP;
-                return 1;
-        }
-        st->fp = frame[0];
+        count(EP_BPF_CNT_STEP_BASE + (st->regs.step & 7));
         return 0;
 }
 
 /* Fills rec->frames[n ..] from the user registers and returns the stop reason. */
-static __always_inline __u32 walk_user_stack(struct ep_bpf_sample *rec, __u32 n, __u64 pc,
-                                             __u64 sp, __u64 fp) {
-        struct walk_state st = {
+static __always_inline __u32 walk_user_stack(struct ep_bpf_sample *rec, __u32 pid, __u32 n, __u64 pc, __u64 sp,
+                                             __u64 fp) {
+        struct unwind_state st = {
                 .rec = rec,
-                .fp = fp,
+                .regs = { .pc = pc, .sp = sp, .fp = fp },
+                .pid = pid,
                 .n = n,
-                .left = EP_BPF_MAX_USER_FRAMES - 1,
+                .end = n + EP_BPF_MAX_USER_FRAMES,
                 .stop = EP_STOP_MAX_DEPTH,
         };
+        struct mapping_cache *cache;
+        __u32 zero = 0;
 
         if (pc == 0)
                 return EP_STOP_PC_ZERO;
-        if (n >= EP_BPF_MAX_FRAMES)
-                return EP_STOP_MAX_DEPTH;
-        rec->frames[n] = pc;
-        st.n = n + 1;
-
-        if (fp != 0 && fp < sp)
-                st.stop = EP_STOP_BAD_FP; /* not pointing into the stack: no frame chain */
-        else
-                bpf_loop(EP_BPF_MAX_USER_FRAMES, walk_step, &st, 0);
-
+        cache = bpf_map_lookup_elem(&last_mapping, &zero);
+        if (cache)
+                cache->valid = 0; /* another sample, maybe another process */
+        bpf_loop(EP_BPF_MAX_USER_FRAMES, unwind_frame, &st, 0);
         rec->n_user = st.n - n;
         return st.stop;
+}
+
+/* Sends the sample with the user registers and up to EP_BPF_STACK_COPY_MAX bytes of stack above
+ * sp (struct ep_bpf_stack_copy at EP_BPF_STACK_COPY_OFFSET): the rest of sp's page, then whole
+ * pages until one cannot be read. The record has a fixed size (a reservation's size is a
+ * constant) and is written in place in the ring buffer. Returns false when nothing was sent. */
+static __always_inline bool send_with_stack_copy(struct ep_bpf_sample *rec, __u32 n, __u64 pc, __u64 sp, __u64 fp,
+                                                 __u64 wakeup) {
+        __u64 first, done, len = EP_BPF_SAMPLE_HEADER_SIZE + (__u64) n * sizeof(__u64);
+        struct ep_bpf_stack_copy *c;
+        __u8 *out, *data;
+
+        if (sp == 0 || (sp & 7))
+                return false;
+        if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= EP_BPF_STACK_COPY_RING_LIMIT)
+                return false;
+        out = bpf_ringbuf_reserve(&events, EP_BPF_STACK_COPY_RECORD_SIZE, 0);
+        if (!out)
+                return false;
+        barrier_var(len); /* the check must bound the very register passed below */
+        if (len > EP_BPF_STACK_COPY_OFFSET || len < EP_BPF_SAMPLE_HEADER_SIZE ||
+            bpf_probe_read_kernel(out, len, rec) < 0) {
+                bpf_ringbuf_discard(out, BPF_RB_NO_WAKEUP);
+                return false;
+        }
+        ((struct ep_bpf_sample *) out)->flags |= EP_BPF_SAMPLE_STACK_COPY;
+        c = (struct ep_bpf_stack_copy *) (out + EP_BPF_STACK_COPY_OFFSET);
+        data = out + EP_BPF_STACK_COPY_OFFSET + EP_BPF_STACK_COPY_HEADER_SIZE;
+        c->pc = pc;
+        c->sp = sp;
+        c->fp = fp;
+        c->reserved = 0;
+        c->len = 0;
+
+        first = 4096 - (sp & 4095); /* 8 .. 4096 */
+        if (first > 4096 || bpf_probe_read_user(data, first, (const void *) sp) < 0) {
+                bpf_ringbuf_submit(out, wakeup); /* registers only */
+                return true;
+        }
+        done = first;
+        /* Offsets are first + 4096 * i with i constant: each piece fits by itself. */
+#pragma unroll
+        for (int i = 0; i < (int) (EP_BPF_STACK_COPY_MAX / 4096) - 1; i++) {
+                if (bpf_probe_read_user(data + first + 4096 * i, 4096, (const void *) (sp + first + 4096 * i)) < 0)
+                        break;
+                done = first + 4096 * (i + 1);
+        }
+        c->len = (__u32) done;
+        bpf_ringbuf_submit(out, wakeup);
+        return true;
+}
+
+/* A sample of a process (or mapping, or table) the loader has not synchronised yet: wake the
+ * loader now (at most every EP_BPF_UNKNOWN_WAKEUP_NS per CPU) so the next samples unwind with
+ * tables. */
+static __always_inline __u64 unknown_process_wakeup(__u64 now) {
+        __u32 zero = 0;
+        __u64 *last = bpf_map_lookup_elem(&last_wakeup, &zero);
+
+        if (!last || now - *last < EP_BPF_UNKNOWN_WAKEUP_NS)
+                return wakeup_flags();
+        *last = now;
+        return BPF_RB_FORCE_WAKEUP;
 }
 
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx) {
         __u64 pid_tgid = bpf_get_current_pid_tgid();
         struct ep_bpf_sample *rec;
+        struct ep_bpf_proc *proc;
         struct task_struct *task;
-        __u32 zero = 0, stop, n;
-        __u64 size;
+        __u32 zero = 0, stop, n, pid = pid_tgid >> 32;
+        __u64 size, wakeup, upc = 0, usp = 0, ufp = 0;
         long r;
 
-        if ((pid_tgid >> 32) == 0 && !include_idle) {
+        if (pid == 0 && !include_idle) {
                 count(EP_BPF_CNT_IDLE_SKIPPED);
                 return 0;
         }
@@ -150,12 +424,13 @@ int on_sample(struct bpf_perf_event_data *ctx) {
                 return 0;
 
         rec->type = EP_BPF_REC_SAMPLE;
-        rec->pid = pid_tgid >> 32;
+        rec->pid = pid;
         rec->tid = (__u32) pid_tgid;
         rec->cpu = bpf_get_smp_processor_id();
         rec->time_ns = bpf_ktime_get_boot_ns();
         rec->n_kernel = 0;
         rec->n_user = 0;
+        rec->flags = 0;
         bpf_get_current_comm(rec->comm, sizeof(rec->comm));
 
         r = bpf_get_stack(ctx, rec->frames, EP_BPF_MAX_KERNEL_FRAMES * sizeof(__u64), 0);
@@ -167,10 +442,14 @@ int on_sample(struct bpf_perf_event_data *ctx) {
         if (n > EP_BPF_MAX_KERNEL_FRAMES)
                 n = EP_BPF_MAX_KERNEL_FRAMES;
 
+        proc = bpf_map_lookup_elem(&proc_mappings, &pid);
         task = bpf_get_current_task_btf();
         if ((ctx->regs.cs & 3) == 3) {
                 /* The tick interrupted user mode: ctx->regs are the user registers. */
-                stop = walk_user_stack(rec, n, ctx->regs.ip, ctx->regs.sp, ctx->regs.bp);
+                upc = ctx->regs.ip;
+                usp = ctx->regs.sp;
+                ufp = ctx->regs.bp;
+                stop = walk_user_stack(rec, pid, n, upc, usp, ufp);
         } else if ((task->flags & PF_KTHREAD) || !task->mm) {
                 stop = EP_STOP_NO_USER_REGS; /* kernel thread (or idle, or a task past exit_mm) */
         } else {
@@ -179,19 +458,42 @@ int on_sample(struct bpf_perf_event_data *ctx) {
                 struct pt_regs *regs = (struct pt_regs *) bpf_task_pt_regs(task);
                 if (!regs)
                         stop = EP_STOP_NO_USER_REGS;
-                else
-                        stop = walk_user_stack(rec, n, regs->ip, regs->sp, regs->bp);
+                else {
+                        upc = regs->ip;
+                        usp = regs->sp;
+                        ufp = regs->bp;
+                        stop = walk_user_stack(rec, pid, n, upc, usp, ufp);
+                }
         }
         rec->stop_reason = stop;
         if (stop < _EP_STOP_MAX)
                 count(EP_BPF_CNT_STOP_BASE + stop);
+
+
+        wakeup = 0;
+        if (!proc && stop != EP_STOP_NO_USER_REGS && pid != 0) {
+                rec->flags |= EP_BPF_SAMPLE_UNKNOWN_PROCESS;
+                count(EP_BPF_CNT_UNKNOWN_PROCESS);
+                wakeup = unknown_process_wakeup(rec->time_ns);
+        } else if (stop == EP_STOP_NO_MAPPING || stop == EP_STOP_TABLE_MISSING) {
+                /* A mapping or a table the loader should have: tell it now. */
+                wakeup = unknown_process_wakeup(rec->time_ns);
+        }
+
+        /* Unwound without all it needed: the loader unwinds it again from a copy of the stack
+         * once it has what was missing. */
+        if (upc && (stop == EP_STOP_UNKNOWN_PROCESS || stop == EP_STOP_TABLE_MISSING || stop == EP_STOP_NO_MAPPING) &&
+            send_with_stack_copy(rec, n + rec->n_user, upc, usp, ufp, wakeup ?: wakeup_flags())) {
+                count(EP_BPF_CNT_STACK_COPIES);
+                return 0;
+        }
 
         size = (__u64) n + rec->n_user;
         barrier_var(size);
         if (size > EP_BPF_MAX_FRAMES)
                 size = EP_BPF_MAX_FRAMES;
         size = EP_BPF_SAMPLE_HEADER_SIZE + size * sizeof(__u64);
-        if (bpf_ringbuf_output(&events, rec, size, wakeup_flags()) < 0)
+        if (bpf_ringbuf_output(&events, rec, size, wakeup ?: wakeup_flags()) < 0)
                 count(EP_BPF_CNT_RINGBUF_FULL);
         return 0;
 }
@@ -209,6 +511,7 @@ static __always_inline void send_task_event(__u32 type) {
 SEC("raw_tp/sched_process_exit")
 int on_exit(void *ctx) {
         struct task_struct *task = bpf_get_current_task_btf();
+        __u32 pid;
 
         /* Raw tracepoints need no tracefs mount. Every thread passes here; only the last one of
          * the group ends the process. */
@@ -216,12 +519,38 @@ int on_exit(void *ctx) {
                 return 0;
         if (task->signal->live.counter != 0)
                 return 0;
+        pid = bpf_get_current_pid_tgid() >> 32;
+        bpf_map_delete_elem(&proc_mappings, &pid);
         send_task_event(EP_BPF_REC_EXIT);
         return 0;
 }
 
 SEC("raw_tp/sched_process_exec")
 int on_exec(void *ctx) {
+        __u32 pid = bpf_get_current_pid_tgid() >> 32;
+
+        /* The old image's mappings are gone: frame-pointer steps until the loader re-reads the
+         * new ones (it is told by the event below, and by the next sample). */
+        bpf_map_delete_elem(&proc_mappings, &pid);
         send_task_event(EP_BPF_REC_EXEC);
+        return 0;
+}
+
+/* A new process (not a thread) starts with its parent's mappings: give it the parent's entry,
+ * so its first samples unwind with tables before the loader ever heard of it. */
+SEC("tp_btf/sched_process_fork")
+int on_fork(__u64 *ctx) {
+        struct task_struct *child = (struct task_struct *) ctx[1];
+        __u32 parent = bpf_get_current_pid_tgid() >> 32, pid;
+        struct ep_bpf_proc *p;
+
+        if (child->pid != child->tgid)
+                return 0; /* a thread */
+        p = bpf_map_lookup_elem(&proc_mappings, &parent);
+        if (!p)
+                return 0;
+        pid = child->tgid;
+        if (bpf_map_update_elem(&proc_mappings, &pid, p, BPF_NOEXIST) == 0)
+                count(EP_BPF_CNT_FORK_INHERITED);
         return 0;
 }

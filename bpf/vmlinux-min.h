@@ -36,13 +36,24 @@ typedef _Bool bool;
 
 /* ---- UAPI (include/uapi/linux/bpf.h), stable numbers ---- */
 enum bpf_map_type {
+        BPF_MAP_TYPE_HASH = 1,
         BPF_MAP_TYPE_ARRAY = 2,
         BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+        BPF_MAP_TYPE_ARRAY_OF_MAPS = 12,
+        BPF_MAP_TYPE_HASH_OF_MAPS = 13,
         BPF_MAP_TYPE_RINGBUF = 27,
 };
 
 enum {
         BPF_ANY = 0,
+        BPF_NOEXIST = 1,
+        BPF_EXIST = 2,
+};
+
+/* map_flags */
+enum {
+        BPF_F_NO_PREALLOC = 1U << 0,
+        BPF_F_INNER_MAP = 1U << 12,
 };
 
 /* bpf_ringbuf_output()/submit() flags and bpf_ringbuf_query() selectors */

@@ -29,6 +29,9 @@ enum {
 enum {
         /* addr was read as a return address: the call instruction is the byte before it. */
         EP_FRAME_FLAG_RETURN_ADDRESS = 1 << 0,
+        /* the frame was reached by a frame-pointer step (no unwind table for the frame below
+         * it): less certain than a table step */
+        EP_FRAME_FLAG_FP_STEP = 1 << 1,
 };
 
 /* Why an unwind stopped (shared with bpf/ via the same numbers; see bpf/profiler.h). */
@@ -39,6 +42,17 @@ enum {
         EP_STOP_BAD_FP = 3,      /* the frame pointer did not move up the stack */
         EP_STOP_NO_USER_REGS = 4,/* kernel thread or no user context to continue from */
         EP_STOP_PC_ZERO = 5,     /* a return address of zero before the root */
+        /* Native unwinding (bpf/native-unwind.h). */
+        EP_STOP_NO_UNWIND_INFO = 6,  /* the table has no rule for this PC (gap, not covered) */
+        EP_STOP_NO_MAPPING = 7,      /* PC in no file mapping and the frame-pointer step failed */
+        EP_STOP_TABLE_MISSING = 8,   /* the file's table is not loaded (yet) and the
+                                      * frame-pointer step failed */
+        EP_STOP_UNKNOWN_PROCESS = 9, /* the process's mappings were not known yet and the
+                                      * frame-pointer step failed */
+        EP_STOP_BAD_CFA = 10,        /* CFA unaligned or not above the stack pointer */
+        EP_STOP_BAD_PC = 11,         /* return address below 4096 or outside user space */
+        EP_STOP_FP_UNDEFINED = 12,   /* a rule needs rbp, which an earlier frame lost */
+        EP_STOP_TABLE_ERROR = 13,    /* inconsistent table in BPF maps (a loader bug) */
         _EP_STOP_MAX,
 };
 

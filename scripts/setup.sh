@@ -29,6 +29,8 @@ test_pkgs=(
         libclang-rt-14-dev
         # workloads of the native-unwinding tests (Debian's own stripped programs)
         xz-utils openssl sqlite3 gzip
+        # names glibc's internal frames (__libc_start_call_main, start_thread) in the tests
+        libc6-dbg
 )
 want=("${build_pkgs[@]}")
 [ "$test_deps" = 1 ] && want+=("${test_pkgs[@]}")

@@ -8,6 +8,7 @@
 #include "bpf-setup.h"
 #include "log.h"
 #include "proc-parse.h"
+#include "native-unwind.h"
 #include "profiler.skel.h"
 
 #define MAX_CPUS 4096
@@ -56,7 +57,37 @@ EpBpf *ep_bpf_free(EpBpf *b) {
         return NULL;
 }
 
-int ep_bpf_load(bool include_idle, EpBpf **ret) {
+EpBpfLimits ep_bpf_limits_for(uint64_t mem_bytes, uint32_t pid_max) {
+        EpBpfLimits lim = {
+                /* Processes: a 12 KiB entry each, only for processes that exist. */
+                .max_processes = (uint32_t) MIN((uint64_t) MAX(pid_max, 1024u), 65536),
+                /* Files: 8 bytes per slot in the outer array, 4 in file_state. A busy machine
+                 * maps a few thousand distinct executables and libraries. */
+                .max_files = mem_bytes >= (4ULL << 30) ? 32768 : 8192,
+                /* Pages: ~96 bytes each, allocated on use; one per 64 KiB of text. At most
+                 * 1/64 of memory, between 64 Ki and 1 Mi entries. */
+                .max_pages = (uint32_t) MIN(MAX(mem_bytes / 64 / 96, 65536), 1u << 20),
+        };
+        return lim;
+}
+
+uint64_t ep_bpf_limits_max_bytes(const EpBpfLimits *lim) {
+        return (uint64_t) lim->max_processes * (sizeof(struct ep_bpf_proc) + 64) +
+               (uint64_t) lim->max_pages * 96 + (uint64_t) lim->max_files * (8 + 8) +
+               (uint64_t) EP_BPF_MAX_RULES * sizeof(struct ep_unwind_rule);
+}
+
+EpUnwindMaps ep_bpf_unwind_maps(const EpBpf *b) {
+        return (EpUnwindMaps) {
+                .proc_mappings = bpf_map__fd(b->skel->maps.proc_mappings),
+                .unwind_rules = bpf_map__fd(b->skel->maps.unwind_rules),
+                .unwind_pages = bpf_map__fd(b->skel->maps.unwind_pages),
+                .unwind_tables = bpf_map__fd(b->skel->maps.unwind_tables),
+                .file_state = bpf_map__fd(b->skel->maps.file_state),
+        };
+}
+
+int ep_bpf_load(bool include_idle, const EpBpfLimits *limits, EpBpf **ret) {
         _cleanup_(ep_bpf_freep) EpBpf *b = NULL;
         int r;
 
@@ -69,6 +100,11 @@ int ep_bpf_load(bool include_idle, EpBpf **ret) {
         if (!b->skel)
                 return log_error_errno(errno, "Failed to open the BPF object: %m");
         b->skel->rodata->include_idle = include_idle;
+        if (bpf_map__set_max_entries(b->skel->maps.proc_mappings, limits->max_processes) < 0 ||
+            bpf_map__set_max_entries(b->skel->maps.unwind_tables, limits->max_files) < 0 ||
+            bpf_map__set_max_entries(b->skel->maps.file_state, limits->max_files) < 0 ||
+            bpf_map__set_max_entries(b->skel->maps.unwind_pages, limits->max_pages) < 0)
+                return log_error_errno(errno, "Cannot size the BPF maps: %m");
 
         r = profiler__load(b->skel);
         if (r == -EPERM || r == -EACCES)

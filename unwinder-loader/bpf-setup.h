@@ -13,8 +13,31 @@
 
 typedef struct EpBpf EpBpf;
 
+/* Capacities of the native-unwinding maps, chosen from the machine (ep_bpf_limits_for). */
+typedef struct EpBpfLimits {
+        uint32_t max_processes; /* proc_mappings entries (allocated on use) */
+        uint32_t max_files;     /* unwind_tables/file_state slots, file_num 0 unused */
+        uint32_t max_pages;     /* unwind_pages entries (allocated on use) */
+} EpBpfLimits;
+
+/* Limits for a machine with this much memory and this pid_max. */
+EpBpfLimits ep_bpf_limits_for(uint64_t mem_bytes, uint32_t pid_max);
+/* Kernel memory the maps take when full (per-process mappings, pages, slots, rules), and what
+ * is allocated up front (the arrays). */
+uint64_t ep_bpf_limits_max_bytes(const EpBpfLimits *lim);
+
+/* Descriptors of the native-unwinding maps. */
+typedef struct EpUnwindMaps {
+        int proc_mappings;
+        int unwind_rules;
+        int unwind_pages;
+        int unwind_tables;
+        int file_state;
+} EpUnwindMaps;
+
 /* Loads and attaches everything but the perf events. Errors are logged with cause and fix. */
-int ep_bpf_load(bool include_idle, EpBpf **ret);
+int ep_bpf_load(bool include_idle, const EpBpfLimits *limits, EpBpf **ret);
+EpUnwindMaps ep_bpf_unwind_maps(const EpBpf *b);
 EpBpf *ep_bpf_free(EpBpf *b);
 DEFINE_TRIVIAL_CLEANUP_FUNC(EpBpf *, ep_bpf_free);
 

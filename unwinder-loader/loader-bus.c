@@ -13,6 +13,7 @@
 #include "hashmap.h"
 #include "log.h"
 #include "loader.h"
+#include "native-unwind.h"
 
 #define ERROR_NO_SUCH_FILE "org.ebpfprofiler.Error.NoSuchFile"
 
@@ -23,6 +24,23 @@ static const char *const stop_names[_EP_STOP_MAX] = {
         [EP_STOP_BAD_FP] = "bad-frame-pointer",
         [EP_STOP_NO_USER_REGS] = "no-user-registers",
         [EP_STOP_PC_ZERO] = "pc-zero",
+        [EP_STOP_NO_UNWIND_INFO] = "no-unwind-info",
+        [EP_STOP_NO_MAPPING] = "no-mapping",
+        [EP_STOP_TABLE_MISSING] = "table-missing",
+        [EP_STOP_UNKNOWN_PROCESS] = "unknown-process",
+        [EP_STOP_BAD_CFA] = "bad-cfa",
+        [EP_STOP_BAD_PC] = "bad-pc",
+        [EP_STOP_FP_UNDEFINED] = "fp-undefined",
+        [EP_STOP_TABLE_ERROR] = "table-error",
+};
+
+/* How each caller was found (EP_UNWIND_STEP_*), property UnwindSteps. */
+static const char *const step_names[_EP_UNWIND_STEP_MAX] = {
+        [EP_UNWIND_STEP_NONE] = NULL,
+        [EP_UNWIND_STEP_TABLE] = "table",
+        [EP_UNWIND_STEP_PLT] = "plt",
+        [EP_UNWIND_STEP_SIGNAL] = "signal-frame",
+        [EP_UNWIND_STEP_FP] = "frame-pointer",
 };
 
 static void read_counters(const Loader *l, uint64_t c[EP_BPF_CNT_MAX]) {
@@ -136,6 +154,35 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "u", (uint32_t) ep_proc_table_n_processes(l->procs));
         if (streq(property, "Files"))
                 return sd_bus_message_append(reply, "u", (uint32_t) ep_proc_table_n_files(l->procs));
+        if (streq(property, "MappingOverflows"))
+                return sd_bus_message_append(reply, "t", l->mapping_overflows);
+        if (streq(property, "StackCopies"))
+                return sd_bus_message_append(reply, "t", l->stack_copies);
+        if (streq(property, "LoaderUnwinds"))
+                return sd_bus_message_append(reply, "t", l->user_unwinds);
+        if (streq(property, "DeferredSamples"))
+                return sd_bus_message_append(reply, "t", l->deferred_total);
+        if (streq(property, "DeferredExpired"))
+                return sd_bus_message_append(reply, "t", l->deferred_expired);
+        if (streq(property, "TablesLoaded") || streq(property, "TableBytes") || streq(property, "TableRequests") ||
+            streq(property, "TableErrors") || streq(property, "PendingTables") || streq(property, "UnwindRules") ||
+            streq(property, "FramePointerFiles")) {
+                EpTablesStats ts;
+                ep_tables_stats(l->tables, &ts);
+                if (streq(property, "TablesLoaded"))
+                        return sd_bus_message_append(reply, "u", ts.loaded);
+                if (streq(property, "TableBytes"))
+                        return sd_bus_message_append(reply, "t", ts.bytes);
+                if (streq(property, "TableRequests"))
+                        return sd_bus_message_append(reply, "t", ts.requests);
+                if (streq(property, "TableErrors"))
+                        return sd_bus_message_append(reply, "t", ts.errors);
+                if (streq(property, "PendingTables"))
+                        return sd_bus_message_append(reply, "u", ts.pending);
+                if (streq(property, "FramePointerFiles"))
+                        return sd_bus_message_append(reply, "u", ts.fp_only);
+                return sd_bus_message_append(reply, "u", ts.rules);
+        }
         if (streq(property, "CollectorAttached"))
                 return sd_bus_message_append(reply, "b", loader_collector_attached(l));
         if (streq(property, "LastError"))
@@ -154,6 +201,19 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                         r = sd_bus_message_close_container(reply);
                 return r;
         }
+        if (streq(property, "UnwindSteps")) {
+                int r = sd_bus_message_open_container(reply, 'a', "{st}");
+                for (int i = 0; r >= 0 && i < _EP_UNWIND_STEP_MAX; i++)
+                        if (step_names[i])
+                                r = sd_bus_message_append(reply, "{st}", step_names[i], c[EP_BPF_CNT_STEP_BASE + i]);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+                return r;
+        }
+        if (streq(property, "UnknownProcessSamples"))
+                return sd_bus_message_append(reply, "t", c[EP_BPF_CNT_UNKNOWN_PROCESS]);
+        if (streq(property, "ForkInherited"))
+                return sd_bus_message_append(reply, "t", c[EP_BPF_CNT_FORK_INHERITED]);
         return sd_bus_error_setf(error, SD_BUS_ERROR_UNKNOWN_PROPERTY, "Unknown property %s", property);
 }
 
@@ -173,6 +233,21 @@ static const sd_bus_vtable loader_vtable[] = {
         SD_BUS_PROPERTY("UnwindStops", "a{st}", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Processes", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Files", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("UnwindSteps", "a{st}", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("UnknownProcessSamples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("ForkInherited", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("MappingOverflows", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("StackCopies", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("LoaderUnwinds", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("DeferredSamples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("DeferredExpired", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("TablesLoaded", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("TableBytes", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("TableRequests", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("TableErrors", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("PendingTables", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("FramePointerFiles", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("UnwindRules", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("CollectorAttached", "b", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LastError", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_VTABLE_END,
@@ -185,11 +260,15 @@ int loader_bus_publish(Loader *l) {
 /* Emits PropertiesChanged for the statistics when any of them moved since the last call. */
 void loader_bus_emit_changes(Loader *l) {
         uint64_t c[EP_BPF_CNT_MAX], now[ELEMENTSOF(l->published)];
-        uint64_t stops = 0;
+        uint64_t stops = 0, steps = 0;
+        EpTablesStats ts;
 
         read_counters(l, c);
+        ep_tables_stats(l->tables, &ts);
         for (int i = 0; i < _EP_STOP_MAX; i++)
                 stops = stops * 31 + c[EP_BPF_CNT_STOP_BASE + i];
+        for (int i = 0; i < _EP_UNWIND_STEP_MAX; i++)
+                steps = steps * 31 + c[EP_BPF_CNT_STEP_BASE + i];
         now[0] = c[EP_BPF_CNT_SAMPLES];
         now[1] = c[EP_BPF_CNT_RINGBUF_FULL];
         now[2] = ep_ring_records_dropped(l->ring);
@@ -198,10 +277,18 @@ void loader_bus_emit_changes(Loader *l) {
         now[5] = ep_proc_table_n_processes(l->procs) << 32 | ep_proc_table_n_files(l->procs);
         now[6] = loader_collector_attached(l);
         now[7] = l->last_error ? ep_hash_bytes(l->last_error, strlen(l->last_error)) : 0;
+        now[8] = steps ^ c[EP_BPF_CNT_UNKNOWN_PROCESS] << 1 ^ c[EP_BPF_CNT_FORK_INHERITED] << 2;
+        now[9] = (uint64_t) ts.loaded << 32 | ts.pending;
+        now[10] = ts.bytes ^ ts.requests << 20 ^ ts.errors << 40 ^ (uint64_t) ts.rules << 48 ^ ts.fp_only;
+        now[11] = l->mapping_overflows ^ l->stack_copies << 8 ^ l->user_unwinds << 24 ^ l->deferred_total << 40 ^
+                  l->deferred_expired << 56;
         if (memcmp(now, l->published, sizeof now) == 0)
                 return;
         memcpy(l->published, now, sizeof now);
         ep_daemon_properties_changed(&l->daemon, "Samples", "LostSamples", "RingFullDrops", "TracesSent",
                                      "UnwindStops", "Processes", "Files", "CollectorAttached", "LastError",
-                                     NULL);
+                                     "UnwindSteps", "UnknownProcessSamples", "ForkInherited", "MappingOverflows",
+                                     "StackCopies", "LoaderUnwinds", "DeferredSamples", "DeferredExpired",
+                                     "TablesLoaded", "TableBytes", "TableRequests", "TableErrors", "PendingTables",
+                                     "FramePointerFiles", "UnwindRules", NULL);
 }

@@ -13,11 +13,16 @@
 #include "daemon.h"
 #include "proc-maps.h"
 #include "shm-ring.h"
+#include "symbolizer-client.h"
+#include "tables.h"
 #include "wire.h"
 
 #define LOADER_TRACE_RING_SIZE (8u << 20)
 #define LOADER_FREQUENCY_DEFAULT 20u
 #define LOADER_FREQUENCY_MAX 10000u
+#define LOADER_UNLOAD_DELAY_DEFAULT_NS (60 * NSEC_PER_SEC)
+
+struct Deferred;
 
 typedef struct Loader {
         EpDaemon daemon;
@@ -25,6 +30,7 @@ typedef struct Loader {
         /* configuration */
         uint32_t frequency;
         bool include_idle;
+        uint64_t unload_delay_ns; /* --unload-delay */
 
         /* BPF side */
         EpBpf *bpf;
@@ -33,6 +39,7 @@ typedef struct Loader {
         sd_event_source *drain_timer;
         sd_event_source *status_timer;
         sd_event_source *sweep_timer;
+        sd_event_source *publish_timer;
 
         /* trace ring and its consumer */
         EpRing *ring;
@@ -44,6 +51,13 @@ typedef struct Loader {
 
         /* processes and files */
         EpProcTable *procs;
+        EpBpfLimits limits;
+        EpUnwindMaps maps;
+        EpTables *tables;          /* per-file unwind tables in BPF */
+        EpSymClient *symclient;    /* asks the symbolizer for them */
+        struct ep_bpf_proc *proc_scratch; /* one BPF proc_mappings value being built */
+        uint64_t mapping_overflows; /* processes with more file mappings than a BPF entry holds */
+        uint64_t bpf_sync_errors;  /* proc_mappings updates that failed */
         uint64_t boot_to_realtime_ns; /* CLOCK_REALTIME - CLOCK_BOOTTIME, measured at start */
         uint64_t last_liveness_check_ns;
 
@@ -51,10 +65,20 @@ typedef struct Loader {
         uint64_t traces_sent;
         uint64_t bad_records;
         uint64_t lost_samples_seen; /* LostSamples when last checked */
-        uint64_t published[8];    /* last values sent in PropertiesChanged */
+        uint64_t published[12];   /* last values sent in PropertiesChanged */
         char *last_error;
 
+        /* samples waiting for a table before they are unwound in the loader (user-unwind.c) */
+        struct Deferred *deferred_head, **deferred_tail;
+        unsigned n_deferred;
+        size_t deferred_bytes;
+        uint64_t stack_copies;     /* samples received with a stack copy */
+        uint64_t user_unwinds;     /* ... whose stack the loader's unwind recovered better */
+        uint64_t deferred_total;   /* samples that waited for a table */
+        uint64_t deferred_expired; /* ... and were sent when the wait ran out */
+
         EpFrame frames[EP_MAX_FRAMES]; /* conversion scratch */
+        uint64_t user_frames[EP_BPF_MAX_USER_FRAMES];
 } Loader;
 
 /* Sets the LastError property (the caller logs). */
@@ -63,9 +87,32 @@ bool loader_collector_attached(const Loader *l);
 
 /* trace-convert.c */
 int loader_handle_bpf_record(Loader *l, const void *data, size_t size);
+/* Sends the deferred samples that waited for file_key's table (0: none), and those whose
+ * wait ran out. */
+void loader_retry_deferred(Loader *l, uint32_t file_key);
+void loader_deferred_free(Loader *l);
+
+/* user-unwind.c: unwinds a sample's stack copy with the loader's mappings and the loaded
+ * tables. Fills frames[] like the BPF side (flags in the top byte) and returns the stop
+ * reason; *ret_waiting is the file key of a table it needed that is still expected (0: none). */
+int loader_user_unwind(Loader *l, const EpProcess *p, const struct ep_bpf_stack_copy *copy, uint64_t *frames,
+                       unsigned max, unsigned *ret_n, uint32_t *ret_waiting);
 void loader_sweep_processes(Loader *l);
 /* Called when a new consumer took the ring: everything must be announced again. */
 void loader_ring_reset(Loader *l);
+
+/* process-tracker.c: the BPF side's view of processes (proc_mappings) and the table
+ * references of the files they map. */
+/* Writes p's file mappings to BPF when they changed since the last write. */
+void loader_track_process(Loader *l, EpProcess *p);
+/* ep_process_forget_t: the process is being forgotten. */
+void loader_untrack_process(EpProcess *p, void *userdata);
+/* p was found dead although no exit event came: removes its BPF entry now. */
+void loader_process_dead(Loader *l, EpProcess *p);
+/* Tracks every process that exists now (at start). */
+int loader_scan_processes(Loader *l);
+/* Makes the vDSO a file with an unwind table (and symbols), before any process is read. */
+void loader_setup_vdso(Loader *l);
 
 /* loader-bus.c */
 int loader_bus_publish(Loader *l);

@@ -20,6 +20,7 @@
 #define DRAIN_INTERVAL_USEC (200 * 1000ULL)
 #define STATUS_INTERVAL_USEC (2 * USEC_PER_SEC)
 #define SWEEP_INTERVAL_USEC (1 * USEC_PER_SEC)
+#define PUBLISH_DELAY_USEC (20 * 1000ULL)
 
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
@@ -36,6 +37,8 @@ static void help(void) {
                "\n"
                "  --frequency HZ       samples per second per CPU, 1..%u (default %u)\n"
                "  --include-idle       also record samples of idle CPUs\n"
+               "  --unload-delay TIME  unload a file's unwind table this long after the last\n"
+               "                       process mapping it went away (default 60s)\n"
                "  --log-level LEVEL    err, warning, notice, info (default) or debug\n"
                "  --help               show this help\n"
                "  --version            show the version\n",
@@ -44,10 +47,11 @@ static void help(void) {
 
 /* Returns 1 to run, 0 to exit successfully, -EINVAL after a usage message. */
 static int parse_args(int argc, char **argv, Loader *l) {
-        enum { ARG_FREQUENCY = 0x100, ARG_INCLUDE_IDLE, ARG_LOG_LEVEL, ARG_VERSION };
+        enum { ARG_FREQUENCY = 0x100, ARG_INCLUDE_IDLE, ARG_UNLOAD_DELAY, ARG_LOG_LEVEL, ARG_VERSION };
         static const struct option options[] = {
                 { "frequency", required_argument, NULL, ARG_FREQUENCY },
                 { "include-idle", no_argument, NULL, ARG_INCLUDE_IDLE },
+                { "unload-delay", required_argument, NULL, ARG_UNLOAD_DELAY },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -71,6 +75,14 @@ static int parse_args(int argc, char **argv, Loader *l) {
                 case ARG_INCLUDE_IDLE:
                         l->include_idle = true;
                         break;
+                case ARG_UNLOAD_DELAY:
+                        if (ep_parse_duration(optarg, &v) < 0) {
+                                fprintf(stderr, "ebpf-profiler-loader: invalid --unload-delay '%s': expected a "
+                                                "duration such as 60s, 500ms or 5min.\n", optarg);
+                                return -EINVAL;
+                        }
+                        l->unload_delay_ns = v;
+                        break;
                 case ARG_LOG_LEVEL:
                         level = log_parse_level(optarg);
                         if (level < 0) {
@@ -86,19 +98,11 @@ static int parse_args(int argc, char **argv, Loader *l) {
                 case ARG_VERSION:
                         printf("ebpf-profiler-loader %s\n", EP_VERSION);
                         return 0;
-                case ':':
-                        fprintf(stderr, "ebpf-profiler-loader: option '%s' needs a value (see --help).\n",
-                                argv[optind - 1]);
-                        return -EINVAL;
                 default:
-                        fprintf(stderr, "ebpf-profiler-loader: unknown option '%s' (see --help).\n",
-                                argv[optind - 1]);
-                        return -EINVAL;
+                        return ep_daemon_getopt_error("ebpf-profiler-loader", c, argv);
                 }
-        if (optind < argc) {
-                fprintf(stderr, "ebpf-profiler-loader: unexpected argument '%s' (see --help).\n", argv[optind]);
+        if (ep_daemon_no_arguments("ebpf-profiler-loader", argc, argv) < 0)
                 return -EINVAL;
-        }
         return 1;
 }
 
@@ -143,21 +147,30 @@ static int check_btf(void) {
 }
 
 void loader_set_error(Loader *l, const char *format, ...) {
-        char *s = NULL;
         va_list ap;
 
+        /* PropertiesChanged comes with the other statistics (loader_bus_emit_changes). */
         va_start(ap, format);
-        if (vasprintf(&s, format, ap) < 0)
-                s = NULL;
+        (void) ep_daemon_set_last_errorv(NULL, &l->last_error, format, ap);
         va_end(ap);
-        if (!s)
-                return;
-        free(l->last_error);
-        l->last_error = s;
 }
 
 bool loader_collector_attached(const Loader *l) {
         return l->consumer && sd_bus_track_count(l->consumer) > 0;
+}
+
+static uint64_t physical_memory(void) {
+        long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+        return pages > 0 && size > 0 ? (uint64_t) pages * (uint64_t) size : 1ULL << 30;
+}
+
+static uint32_t pid_max(void) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/sys/kernel/pid_max", "re");
+        unsigned v = 0;
+
+        if (!f || fscanf(f, "%u", &v) != 1 || v == 0)
+                return 32768;
+        return v;
 }
 
 /* CLOCK_REALTIME - CLOCK_BOOTTIME, read between two BOOTTIME readings to halve the error. */
@@ -194,10 +207,43 @@ static void drain(Loader *l) {
 
         if (r < 0)
                 log_once_errno(LOG_WARNING, r, "Reading the BPF ring buffer failed: %m");
+        loader_retry_deferred(l, 0);
         if (l->ring_dirty) {
                 (void) ep_ring_notify(l->ring); /* once per batch, not per record */
                 l->ring_dirty = false;
         }
+}
+
+static void on_table_loaded(uint32_t file_key, void *userdata) {
+        loader_retry_deferred(userdata, file_key);
+}
+
+static int on_publish_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Loader *l = userdata;
+
+        ep_tables_publish(l->tables);
+        return 0;
+}
+
+/* A table is ready to be published: wait a little for others, then publish them together. */
+static void on_publish_soon(void *userdata) {
+        Loader *l = userdata;
+        int r = 0;
+
+        if (!l->publish_timer)
+                r = sd_event_add_time_relative(l->daemon.event, &l->publish_timer, CLOCK_MONOTONIC,
+                                               PUBLISH_DELAY_USEC, 0, on_publish_timer, l);
+        else {
+                int enabled = SD_EVENT_OFF;
+                (void) sd_event_source_get_enabled(l->publish_timer, &enabled);
+                if (enabled != SD_EVENT_OFF)
+                        return; /* already coming */
+                r = sd_event_source_set_time_relative(l->publish_timer, PUBLISH_DELAY_USEC);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(l->publish_timer, SD_EVENT_ONESHOT);
+        }
+        if (r < 0)
+                ep_tables_publish(l->tables); /* no timer: at once */
 }
 
 static int on_bpf_ring_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -231,7 +277,10 @@ static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 static int on_sweep_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        loader_sweep_processes(userdata);
+        Loader *l = userdata;
+
+        loader_sweep_processes(l);
+        ep_tables_sweep(l->tables);
         return sd_event_source_set_time_relative(s, SWEEP_INTERVAL_USEC);
 }
 
@@ -267,11 +316,16 @@ static void loader_done(Loader *l) {
         sd_event_source_disable_unref(l->drain_timer);
         sd_event_source_disable_unref(l->status_timer);
         sd_event_source_disable_unref(l->sweep_timer);
+        sd_event_source_disable_unref(l->publish_timer);
         sd_bus_track_unref(l->consumer);
         ring_buffer__free(l->bpf_ring);
+        ep_symclient_free(l->symclient);
+        loader_deferred_free(l);
+        ep_proc_table_free(l->procs); /* before the tables: no forget calls on free */
+        ep_tables_free(l->tables);
         ep_bpf_free(l->bpf);
         ep_ring_free(l->ring);
-        ep_proc_table_free(l->procs);
+        free(l->proc_scratch);
         free(l->last_error);
         ep_daemon_done(&l->daemon);
 }
@@ -282,6 +336,7 @@ int main(int argc, char **argv) {
         int r;
 
         l->frequency = LOADER_FREQUENCY_DEFAULT;
+        l->unload_delay_ns = LOADER_UNLOAD_DELAY_DEFAULT_NS;
         log_setup("ebpf-profiler-loader");
         r = parse_args(argc, argv, l);
         if (r <= 0)
@@ -299,9 +354,29 @@ int main(int argc, char **argv) {
                 goto finish;
         }
 
-        r = ep_bpf_load(l->include_idle, &l->bpf);
+        l->limits = ep_bpf_limits_for(physical_memory(), pid_max());
+        r = ep_bpf_load(l->include_idle, &l->limits, &l->bpf);
         if (r < 0)
                 goto finish;
+        l->maps = ep_bpf_unwind_maps(l->bpf);
+        log_info("Native unwinding maps: up to %u processes, %u files, %u table pages, %u rules "
+                 "(at most %" PRIu64 " MiB of kernel memory when full).",
+                 l->limits.max_processes, l->limits.max_files - 1, l->limits.max_pages, EP_BPF_MAX_RULES,
+                 ep_bpf_limits_max_bytes(&l->limits) >> 20);
+        l->proc_scratch = calloc(1, sizeof *l->proc_scratch);
+        if (!l->proc_scratch) {
+                r = log_error_errno(ENOMEM, "Out of memory.");
+                goto finish;
+        }
+        r = ep_tables_new(&l->maps, l->limits.max_files, l->unload_delay_ns, &l->tables);
+        if (r < 0) {
+                log_error_errno(r, "Cannot set up the unwind tables: %m");
+                goto finish;
+        }
+        ep_proc_table_set_forget(l->procs, loader_untrack_process, l);
+        loader_setup_vdso(l);
+        ep_tables_set_loaded_cb(l->tables, on_table_loaded, l);
+
         r = ep_bpf_start_sampling(l->bpf, l->frequency);
         if (r < 0)
                 goto finish;
@@ -309,6 +384,13 @@ int main(int argc, char **argv) {
         r = ep_daemon_setup(&l->daemon, "ebpf-profiler-loader");
         if (r < 0)
                 goto finish;
+        ep_tables_set_publish_cb(l->tables, on_publish_soon, l);
+        r = ep_symclient_new(&l->daemon, l->tables, l->procs, &l->symclient);
+        if (r < 0)
+                goto finish;
+        /* Samples of processes not known yet are kept (frame-pointer steps) and make them
+         * known; the scan covers everything that runs already. */
+        (void) loader_scan_processes(l);
         r = setup_event_sources(l);
         if (r < 0)
                 goto finish;

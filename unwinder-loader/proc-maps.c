@@ -27,6 +27,13 @@ struct EpProcTable {
         size_t n_files, cap_files;
         ep_file_identify_t identify;
         void *identify_userdata;
+        ep_process_forget_t forget;
+        void *forget_userdata;
+        /* The vDSO as a file (a sealed memfd holding the loader's own copy): every 64-bit
+         * process maps the same image. */
+        int vdso_fd;
+        uint32_t vdso_key;
+        uint64_t vdso_size;
 };
 
 static int identify_by_proc(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
@@ -62,6 +69,7 @@ int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns
         t->tick_ns = NSEC_PER_SEC / (uint64_t) (hz > 0 ? hz : 100);
         t->identify = identify_by_proc;
         t->identify_userdata = t;
+        t->vdso_fd = -EBADF;
         *ret = TAKE_PTR(t);
         return 0;
 }
@@ -71,6 +79,7 @@ static EpProcess *process_free(EpProcess *p) {
                 return NULL;
         free(p->exe);
         free(p->mappings);
+        free(p->held_files);
         free(p);
         return NULL;
 }
@@ -88,6 +97,7 @@ EpProcTable *ep_proc_table_free(EpProcTable *t) {
         ep_hashmap_free(t->ids);
         for (size_t i = 0; i < t->n_files; i++)
                 free(t->files[i].path);
+        (void) close_nointr(t->vdso_fd);
         free(t->files);
         free(t->proc_root);
         free(t);
@@ -97,6 +107,11 @@ EpProcTable *ep_proc_table_free(EpProcTable *t) {
 void ep_proc_table_set_identify(EpProcTable *t, ep_file_identify_t identify, void *userdata) {
         t->identify = identify;
         t->identify_userdata = userdata;
+}
+
+void ep_proc_table_set_forget(EpProcTable *t, ep_process_forget_t forget, void *userdata) {
+        t->forget = forget;
+        t->forget_userdata = userdata;
 }
 
 EpProcess *ep_proc_table_get(EpProcTable *t, pid_t pid) {
@@ -320,6 +335,49 @@ static uint32_t file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m) {
         return key;
 }
 
+/* The vDSO's file key for its mapping, 0 for anything else (or a vDSO of another size: a
+ * 32-bit process's). */
+static uint32_t vdso_key_for(const EpProcTable *t, const EpMapsLine *m) {
+        if (t->vdso_key == 0 || !streq(m->path, "[vdso]") || m->pgoff != 0 || m->end - m->start != t->vdso_size)
+                return 0;
+        return t->vdso_key;
+}
+
+int ep_proc_table_set_vdso(EpProcTable *t, int fd) {
+        uint8_t id[EP_FILE_ID_SIZE];
+        uint64_t size;
+        uint32_t key;
+        int r;
+
+        if (t->vdso_key != 0)
+                return -EEXIST;
+        r = ep_file_id_from_fd(fd, id, &size);
+        if (r < 0)
+                return r;
+        key = ep_proc_table_find_file_id(t, id);
+        if (key == 0) {
+                r = file_add(t, id, size, "[vdso]", &key);
+                if (r < 0)
+                        return r;
+        }
+        t->vdso_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (t->vdso_fd < 0)
+                return -errno;
+        t->vdso_key = key;
+        t->vdso_size = size;
+        return 0;
+}
+
+static bool mappings_equal(const EpMapping *a, size_t na, const EpMapping *b, size_t nb) {
+        if (na != nb)
+                return false;
+        for (size_t i = 0; i < na; i++)
+                if (a[i].start != b[i].start || a[i].end != b[i].end || a[i].pgoff != b[i].pgoff ||
+                    a[i].file_key != b[i].file_key)
+                        return false;
+        return true;
+}
+
 int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
         _cleanup_free_ char *line = NULL;
         _cleanup_free_ EpMapping *v = NULL;
@@ -346,11 +404,13 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
                         .start = m.start,
                         .end = m.end,
                         .pgoff = m.pgoff,
-                        .file_key = ep_maps_line_is_file(&m) ? file_key_for(t, p->pid, &m) : 0,
+                        .file_key = ep_maps_line_is_file(&m) ? file_key_for(t, p->pid, &m) : vdso_key_for(t, &m),
                 };
         }
         if (ferror(maps))
                 return -EIO;
+        if (!mappings_equal(v, n, p->mappings, p->n_mappings))
+                p->maps_gen++;
         free(p->mappings);
         p->mappings = TAKE_PTR(v);
         p->n_mappings = n;
@@ -376,6 +436,7 @@ int ep_process_refresh(EpProcTable *t, EpProcess *p) {
         int r;
 
         p->maps_read_ns = ep_now_ns(CLOCK_MONOTONIC);
+        p->maps_read_boot_ns = ep_now_ns(CLOCK_BOOTTIME);
         p->maps_stale = false;
         r = read_metadata(t, p, &changed);
         if (r >= 0)
@@ -405,8 +466,12 @@ int ep_proc_table_add(EpProcTable *t, pid_t pid, EpProcess **ret) {
                 process_free(p);
                 return r;
         }
-        if (r == 0)
-                process_free(load_ptr(slot)); /* replaces a stale entry */
+        if (r == 0) { /* replaces a stale entry */
+                EpProcess *old = load_ptr(slot);
+                if (t->forget)
+                        t->forget(old, t->forget_userdata);
+                process_free(old);
+        }
         memcpy(slot, &p, sizeof p);
         if (pid != 0)
                 (void) ep_process_refresh(t, p);
@@ -421,8 +486,11 @@ int ep_proc_table_add(EpProcTable *t, pid_t pid, EpProcess **ret) {
 void ep_proc_table_remove(EpProcTable *t, pid_t pid) {
         EpProcess *p;
 
-        if (ep_hashmap_remove(t->procs, &pid, &p) > 0)
+        if (ep_hashmap_remove(t->procs, &pid, &p) > 0) {
+                if (t->forget)
+                        t->forget(p, t->forget_userdata);
                 process_free(p);
+        }
 }
 
 const EpMapping *ep_process_find_mapping(const EpProcess *p, uint64_t addr) {
@@ -448,6 +516,10 @@ int ep_proc_table_open_file(EpProcTable *t, uint32_t key) {
 
         if (!f)
                 return -ENOENT;
+        if (key == t->vdso_key) {
+                int fd = fcntl(t->vdso_fd, F_DUPFD_CLOEXEC, 3);
+                return fd >= 0 ? fd : -errno;
+        }
         while (ep_proc_table_iterate(t, &state, &p)) {
                 if (p->gone || p->exit_boot_ns)
                         continue;

@@ -38,12 +38,25 @@ typedef struct EpProcess {
         char container_id[65];
         EpMapping *mappings;         /* executable mappings, sorted by start */
         size_t n_mappings;
+        uint64_t maps_gen;           /* bumped whenever the mappings change */
         uint64_t maps_read_ns;       /* CLOCK_MONOTONIC of the last read, 0 = never */
+        uint64_t maps_read_boot_ns;  /* the same in CLOCK_BOOTTIME (compared with sample times) */
+        uint64_t reread_interval_ns; /* trace-convert.c: back-off of re-reads for unknown PCs */
         bool maps_stale;             /* execve() seen: read again before the next lookup */
         bool gone;                   /* /proc/PID could not be read */
         uint64_t exit_boot_ns;       /* CLOCK_BOOTTIME of the exit event, 0 while alive */
         uint64_t exit_seen_ns;       /* CLOCK_MONOTONIC when the exit was seen */
         uint64_t announced_gen;
+
+        /* process-tracker.c: what the BPF side knows of this process. */
+        uint64_t synced_gen;         /* maps_gen last written to BPF; 0 = never */
+        uint64_t synced_boot_ns;     /* CLOCK_BOOTTIME of that write */
+        uint32_t *held_files;        /* file keys it holds a table reference on, sorted */
+        size_t n_held;
+
+        /* trace-convert.c: samples waiting for tables keep the process (and its exit notice) */
+        unsigned n_deferred;
+        bool exit_announce_pending;
 } EpProcess;
 
 /* How a new file is identified: fills ret_id/ret_size. The default opens the mapping through
@@ -57,6 +70,10 @@ int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns
 EpProcTable *ep_proc_table_free(EpProcTable *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(EpProcTable *, ep_proc_table_free);
 void ep_proc_table_set_identify(EpProcTable *t, ep_file_identify_t identify, void *userdata);
+/* Called with every process just before the table forgets it (removed or replaced; not when
+ * the whole table is freed). */
+typedef void (*ep_process_forget_t)(EpProcess *p, void *userdata);
+void ep_proc_table_set_forget(EpProcTable *t, ep_process_forget_t forget, void *userdata);
 
 /* The process, or NULL when it is not tracked. */
 EpProcess *ep_proc_table_get(EpProcTable *t, pid_t pid);
@@ -82,6 +99,10 @@ EpFile *ep_proc_table_file(EpProcTable *t, uint32_t key);
 size_t ep_proc_table_n_files(const EpProcTable *t);
 /* The key of a known file ID, 0 when unknown. */
 uint32_t ep_proc_table_find_file_id(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE]);
+
+/* Makes [vdso] mappings (of fd's size) map a file: fd holds a copy of the vDSO image, which is
+ * the same in every 64-bit process, so its unwind table and symbols can be had like a file's. */
+int ep_proc_table_set_vdso(EpProcTable *t, int fd);
 
 /* Opens a read-only descriptor of file key from any tracked process that maps it, checking
  * its file ID. -ENOENT when no live process maps it any more. */

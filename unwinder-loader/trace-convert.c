@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "loader.h"
+#include "native-unwind.h"
 #include "profiler.h"
 #include "wire-buf.h"
 
@@ -17,7 +18,17 @@ _Static_assert(offsetof(struct ep_bpf_sample, frames) == EP_BPF_SAMPLE_HEADER_SI
 _Static_assert(EP_BPF_MAX_FRAMES <= EP_MAX_FRAMES, "a BPF sample does not fit in one EpTraceMsg");
 _Static_assert(_EP_STOP_MAX <= EP_BPF_CNT_MAX - EP_BPF_CNT_STOP_BASE, "stop counters out of range");
 
-#define MAPS_REREAD_MIN_NS (500 * NSEC_PER_MSEC) /* per pid, when a PC is in no known mapping */
+/* A PC in no known mapping re-reads the process's mappings when the sample is newer than the
+ * last read, at most every REREAD_MIN_NS, backing off to REREAD_MAX_NS while re-reads find
+ * nothing new (PCs that are garbage from a frame-pointer step through code without frame
+ * pointers, say). */
+#define REREAD_MIN_NS (20 * NSEC_PER_MSEC)
+#define REREAD_MAX_NS (2 * NSEC_PER_SEC)
+#define RESYNC_MIN_NS (100 * NSEC_PER_MSEC)      /* per pid, when BPF lost a synchronised entry */
+/* Samples with a stack copy whose tables are still coming wait for them, within limits. */
+#define DEFER_MAX_NS (3 * NSEC_PER_SEC)
+#define DEFER_MAX_SAMPLES 512
+#define DEFER_MAX_BYTES (16u << 20)
 #define EXITED_KEEP_NS (5 * NSEC_PER_SEC)        /* traces still in flight after an exit */
 #define LIVENESS_CHECK_NS (30 * NSEC_PER_SEC)    /* catches exits whose event was lost */
 
@@ -97,12 +108,17 @@ static void announce_exit(Loader *l, EpProcess *p) {
         (void) push(l, EP_MSG_PROCESS_EXIT, w.data, w.size);
 }
 
-/* The tracked process a sample belongs to, starting to track it if needed. */
+static void deferred_walk(Loader *l, pid_t pid, uint32_t file_key, bool force);
+
+/* The tracked process a sample belongs to, starting to track it if needed, and brought in step
+ * with the BPF side. */
 static EpProcess *process_for_sample(Loader *l, const struct ep_bpf_sample *s) {
         EpProcess *p = ep_proc_table_get(l->procs, (pid_t) s->pid);
 
         /* A sample taken after the exit we saw belongs to a new process with the same pid. */
         if (p && p->exit_boot_ns && s->time_ns > p->exit_boot_ns) {
+                if (p->n_deferred > 0)
+                        deferred_walk(l, p->pid, 0, true); /* the old one's, first */
                 ep_proc_table_remove(l->procs, p->pid);
                 p = NULL;
         }
@@ -112,68 +128,140 @@ static EpProcess *process_for_sample(Loader *l, const struct ep_bpf_sample *s) {
         } else if (p->maps_stale) {
                 if (ep_process_refresh(l->procs, p) > 0)
                         p->announced_gen = 0;
+        } else if ((s->flags & EP_BPF_SAMPLE_UNKNOWN_PROCESS) && p->synced_gen != 0 &&
+                   s->time_ns > p->synced_boot_ns &&
+                   ep_now_ns(CLOCK_MONOTONIC) - p->maps_read_ns >= RESYNC_MIN_NS) {
+                /* BPF lost the entry after we wrote it (an exec or exit event we missed, a
+                 * pid reused): read the process again. */
+                p->synced_gen = 0;
+                if (ep_process_refresh(l->procs, p) > 0)
+                        p->announced_gen = 0;
         }
+        loader_track_process(l, p);
         if (!p->comm[0])
                 memcpy(p->comm, s->comm, MIN(sizeof p->comm - 1, sizeof s->comm));
         return p;
 }
 
-static const EpMapping *resolve(Loader *l, EpProcess *p, uint64_t addr, bool *refreshed) {
+static const EpMapping *resolve(Loader *l, EpProcess *p, uint64_t addr, uint64_t sample_ns, bool *refreshed) {
         const EpMapping *m = ep_process_find_mapping(p, addr);
-        uint64_t now;
+        uint64_t now, interval, gen;
 
         if (m || *refreshed || p->pid == 0)
                 return m;
-        /* Unknown PC: the process may have mapped something new (dlopen). Look again, but not
-         * more often than MAPS_REREAD_MIN_NS per process. */
+        /* Unknown PC: the process may have mapped something new (dlopen) after we last looked.
+         * If we looked after the sample was taken, looking again shows nothing new. */
+        if (sample_ns <= p->maps_read_boot_ns)
+                return NULL;
         now = ep_now_ns(CLOCK_MONOTONIC);
-        if (p->maps_read_ns && now - p->maps_read_ns < MAPS_REREAD_MIN_NS)
+        interval = p->reread_interval_ns ?: REREAD_MIN_NS;
+        if (p->maps_read_ns && now - p->maps_read_ns < interval)
                 return NULL;
         *refreshed = true;
+        gen = p->maps_gen;
         if (ep_process_refresh(l->procs, p) > 0)
                 p->announced_gen = 0;
+        p->reread_interval_ns = p->maps_gen != gen ? REREAD_MIN_NS : MIN(interval * 2, REREAD_MAX_NS);
+        loader_track_process(l, p); /* the BPF side learns the new mapping too */
         return ep_process_find_mapping(p, addr);
 }
 
-static int convert_sample(Loader *l, const struct ep_bpf_sample *s, size_t size) {
-        unsigned nk = s->n_kernel, nu = s->n_user, n = nk + nu;
-        bool refreshed = false;
-        EpTraceMsg *msg;
-        EpProcess *p;
-        size_t len;
+/* Checks a sample record's counts and finds its stack copy. */
+static int sample_parse(Loader *l, const struct ep_bpf_sample *s, size_t size,
+                        const struct ep_bpf_stack_copy **ret_copy) {
+        unsigned nk = s->n_kernel, n = nk + s->n_user;
+        const struct ep_bpf_stack_copy *c;
+        size_t off;
 
+        *ret_copy = NULL;
         if (nk > EP_BPF_MAX_KERNEL_FRAMES || n > EP_BPF_MAX_FRAMES || n > EP_MAX_FRAMES ||
             size < EP_BPF_SAMPLE_HEADER_SIZE + (size_t) n * sizeof(uint64_t)) {
                 l->bad_records++;
                 return -EBADMSG;
         }
-        if (!ring_open(l))
-                return 0; /* nobody to send it to; the next consumer resets the ring anyway */
+        if (!(s->flags & EP_BPF_SAMPLE_STACK_COPY))
+                return 0;
+        off = EP_BPF_STACK_COPY_OFFSET;
+        c = (const struct ep_bpf_stack_copy *) ((const uint8_t *) s + off);
+        if (size < off + EP_BPF_STACK_COPY_HEADER_SIZE || c->len > EP_BPF_STACK_COPY_MAX ||
+            size < off + EP_BPF_STACK_COPY_HEADER_SIZE + c->len) {
+                l->bad_records++;
+                return -EBADMSG;
+        }
+        *ret_copy = c;
+        return 0;
+}
 
-        p = process_for_sample(l, s);
-        if (!p)
-                return -ENOMEM;
+/* Converts one sample and pushes it to the trace ring. With a stack copy, the loader unwinds
+ * it again and keeps whichever unwind got further. Returns 1 (and sends nothing) when that
+ * unwind waits for a table and allow_wait is set; *ret_waiting is that table's file key. */
+static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, const struct ep_bpf_stack_copy *copy,
+                       bool allow_wait, uint32_t *ret_waiting) {
+        unsigned nk = s->n_kernel, nu = s->n_user, n;
+        const uint64_t *user = (const uint64_t *) s->frames + nk;
+        unsigned stop = s->stop_reason;
+        bool refreshed = false;
+        EpTraceMsg *msg;
+        size_t len;
+
+        if (!ring_open(l))
+                return 0;
+        if (copy) {
+                uint32_t waiting;
+                unsigned un;
+                int us;
+
+                /* A PC the cache does not know makes it read the mappings again (the reason
+                 * BPF could not unwind may be a mapping it did not know either). */
+                (void) resolve(l, p, copy->pc, s->time_ns, &refreshed);
+                for (unsigned i = 1; i < nu && !refreshed; i++)
+                        (void) resolve(l, p, (user[i] & EP_BPF_FRAME_ADDR_MASK) - 1, s->time_ns, &refreshed);
+                us = loader_user_unwind(l, p, copy, l->user_frames, EP_BPF_MAX_USER_FRAMES, &un, &waiting);
+
+                if (waiting && allow_wait) {
+                        *ret_waiting = waiting;
+                        return 1;
+                }
+                if (us == EP_STOP_OK || un > nu) {
+                        user = l->user_frames;
+                        nu = un;
+                        stop = (unsigned) us;
+                        l->user_unwinds++;
+                }
+        }
+        n = nk + nu;
 
         for (unsigned i = 0; i < nk; i++)
                 l->frames[i] = (EpFrame) { .addr = s->frames[i], .kind = EP_FRAME_KERNEL };
         for (unsigned i = 0; i < nu; i++) {
-                uint64_t pc = s->frames[nk + i];
+                uint64_t raw = user[i], pc = raw & EP_BPF_FRAME_ADDR_MASK;
+                unsigned uflags = (unsigned) (raw >> EP_BPF_FRAME_FLAGS_SHIFT);
+                bool ra = uflags & EP_UNWIND_F_RETURN_ADDRESS;
                 EpFrame *f = &l->frames[nk + i];
                 /* A return address points after the call: look up the call instruction's byte,
                  * which is in the caller's mapping even when the call ends it. */
-                const EpMapping *m = resolve(l, p, i == 0 ? pc : pc - 1, &refreshed);
+                const EpMapping *m = resolve(l, p, ra ? pc - 1 : pc, s->time_ns, &refreshed);
 
                 *f = (EpFrame) {
                         .addr = pc,
                         .kind = EP_FRAME_UNMAPPED,
-                        .flags = i == 0 ? 0 : EP_FRAME_FLAG_RETURN_ADDRESS,
+                        .flags = (ra ? EP_FRAME_FLAG_RETURN_ADDRESS : 0) |
+                                 (uflags & EP_UNWIND_F_AFTER_FP_STEP ? EP_FRAME_FLAG_FP_STEP : 0),
                 };
                 if (m && m->file_key) {
                         f->kind = EP_FRAME_NATIVE;
                         f->file_key = m->file_key;
                         f->addr = pc - m->start + m->pgoff;
                 }
+                /* This frame was reached by a frame-pointer step: the frame below it had no
+                 * table. Ask for that table before the ones no sample needed yet. */
+                if ((uflags & EP_UNWIND_F_AFTER_FP_STEP) && i > 0 && l->frames[nk + i - 1].kind == EP_FRAME_NATIVE)
+                        ep_tables_hint_needed(l->tables, l->frames[nk + i - 1].file_key);
         }
+
+        /* The user stack ended early: say why, as the outermost frame. */
+        if (nu > 0 && stop != EP_STOP_OK && stop != EP_STOP_NO_USER_REGS && n < EP_MAX_FRAMES)
+                l->frames[n++] = (EpFrame) { .addr = stop, .kind = EP_FRAME_ABORT };
 
         /* Announcements first: the consumer must know every key and the pid before the trace. */
         if (announce_process(l, p) < 0)
@@ -195,7 +283,7 @@ static int convert_sample(Loader *l, const struct ep_bpf_sample *s, size_t size)
                 .cpu = s->cpu,
                 .n_frames = (uint16_t) n,
                 .n_kernel = (uint16_t) nk,
-                .stop_reason = s->stop_reason,
+                .stop_reason = stop,
         };
         memcpy(msg->comm, s->comm, sizeof msg->comm);
         msg->comm[sizeof msg->comm - 1] = 0;
@@ -206,6 +294,124 @@ static int convert_sample(Loader *l, const struct ep_bpf_sample *s, size_t size)
         return 0;
 }
 
+/* ---- samples waiting for tables ---- */
+
+typedef struct Deferred {
+        struct Deferred *next;
+        uint64_t deadline_ns; /* CLOCK_MONOTONIC */
+        uint32_t waiting;     /* the file key whose table it waits for */
+        pid_t pid;
+        size_t size;
+        uint64_t data[]; /* the BPF record, 8-byte aligned */
+} Deferred;
+
+static bool defer_sample(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, size_t size, uint32_t waiting) {
+        Deferred *d;
+
+        if (l->n_deferred >= DEFER_MAX_SAMPLES || l->deferred_bytes + size > DEFER_MAX_BYTES)
+                return false;
+        d = malloc(sizeof *d + ALIGN8(size));
+        if (!d)
+                return false;
+        *d = (Deferred) {
+                .deadline_ns = ep_now_ns(CLOCK_MONOTONIC) + DEFER_MAX_NS,
+                .waiting = waiting,
+                .pid = p->pid,
+                .size = size,
+        };
+        memcpy(d->data, s, size);
+        if (!l->deferred_tail)
+                l->deferred_tail = &l->deferred_head;
+        *l->deferred_tail = d;
+        l->deferred_tail = &d->next;
+        l->n_deferred++;
+        l->deferred_bytes += size;
+        l->deferred_total++;
+        p->n_deferred++;
+        return true;
+}
+
+/* Goes through the waiting samples of pid (0: all): a sample is tried again when the table it
+ * waited for is no longer pending (file_key), and sent when its tables are all there, its wait
+ * ran out, or force. */
+static void deferred_walk(Loader *l, pid_t pid, uint32_t file_key, bool force) {
+        uint64_t now = ep_now_ns(CLOCK_MONOTONIC);
+        Deferred **pp = &l->deferred_head;
+
+        while (*pp) {
+                Deferred *d = *pp;
+                const struct ep_bpf_sample *s = (const struct ep_bpf_sample *) d->data;
+                const struct ep_bpf_stack_copy *copy;
+                EpProcess *p = ep_proc_table_get(l->procs, d->pid);
+                bool expired = force || now >= d->deadline_ns;
+
+                if ((pid != 0 && d->pid != pid) || (!expired && (file_key == 0 || d->waiting != file_key))) {
+                        pp = &d->next;
+                        continue;
+                }
+                if (p && sample_parse(l, s, d->size, &copy) >= 0 &&
+                    sample_emit(l, p, s, copy, !expired, &d->waiting) == 1) {
+                        pp = &d->next; /* waits for another table now */
+                        continue;
+                }
+                if (expired)
+                        l->deferred_expired++;
+                *pp = d->next;
+                l->n_deferred--;
+                l->deferred_bytes -= d->size;
+                if (p && p->n_deferred > 0 && --p->n_deferred == 0 && p->exit_announce_pending) {
+                        p->exit_announce_pending = false;
+                        announce_exit(l, p);
+                }
+                free(d);
+        }
+        l->deferred_tail = pp;
+        if (l->ring_dirty) {
+                (void) ep_ring_notify(l->ring);
+                l->ring_dirty = false;
+        }
+}
+
+void loader_retry_deferred(Loader *l, uint32_t file_key) {
+        if (l->n_deferred > 0)
+                deferred_walk(l, 0, file_key, false);
+}
+
+void loader_deferred_free(Loader *l) {
+        while (l->deferred_head) {
+                Deferred *d = l->deferred_head;
+                l->deferred_head = d->next;
+                free(d);
+        }
+        l->deferred_tail = NULL;
+        l->n_deferred = 0;
+        l->deferred_bytes = 0;
+}
+
+static int convert_sample(Loader *l, const struct ep_bpf_sample *s, size_t size) {
+        const struct ep_bpf_stack_copy *copy;
+        uint32_t waiting = 0;
+        EpProcess *p;
+        int r;
+
+        r = sample_parse(l, s, size, &copy);
+        if (r < 0)
+                return r;
+        if (copy)
+                l->stack_copies++;
+        /* Processes are tracked whether or not anyone consumes traces: the BPF side needs
+         * their mappings to unwind. */
+        p = process_for_sample(l, s);
+        if (!p)
+                return -ENOMEM;
+        if (!ring_open(l))
+                return 0; /* nobody to send it to; the next consumer resets the ring anyway */
+        r = sample_emit(l, p, s, copy, copy != NULL, &waiting);
+        if (r == 1 && !defer_sample(l, p, s, size, waiting))
+                r = sample_emit(l, p, s, copy, false, &waiting); /* no room to wait: send it as it is */
+        return r < 0 ? r : 0;
+}
+
 static void handle_exit(Loader *l, const struct ep_bpf_task_event *e) {
         EpProcess *p = ep_proc_table_get(l->procs, (pid_t) e->pid);
 
@@ -213,7 +419,10 @@ static void handle_exit(Loader *l, const struct ep_bpf_task_event *e) {
                 return;
         p->exit_boot_ns = e->time_ns;
         p->exit_seen_ns = ep_now_ns(CLOCK_MONOTONIC);
-        announce_exit(l, p);
+        if (p->n_deferred > 0)
+                p->exit_announce_pending = true; /* after its waiting samples */
+        else
+                announce_exit(l, p);
 }
 
 static void handle_exec(Loader *l, const struct ep_bpf_task_event *e) {
@@ -222,9 +431,12 @@ static void handle_exec(Loader *l, const struct ep_bpf_task_event *e) {
         if (!p)
                 return;
         /* New image: the mappings and the name change. Read them before the next sample is
-         * resolved, and announce the process again. */
+         * resolved, and announce the process again. The BPF side dropped its entry at the
+         * exec; it is written again then (the first sample of the new image is flagged and
+         * wakes us at once). */
         p->maps_stale = true;
         p->announced_gen = 0;
+        p->synced_gen = 0;
 }
 
 int loader_handle_bpf_record(Loader *l, const void *data, size_t size) {
@@ -274,7 +486,7 @@ void loader_sweep_processes(Loader *l) {
                 l->last_liveness_check_ns = now;
         while (ep_proc_table_iterate(l->procs, &state, &p)) {
                 if (p->exit_seen_ns) {
-                        if (now - p->exit_seen_ns >= EXITED_KEEP_NS)
+                        if (now - p->exit_seen_ns >= EXITED_KEEP_NS && p->n_deferred == 0)
                                 ep_proc_table_remove(l->procs, p->pid);
                         continue;
                 }
@@ -284,7 +496,11 @@ void loader_sweep_processes(Loader *l) {
                         clock_gettime(CLOCK_BOOTTIME, &ts);
                         p->exit_boot_ns = (uint64_t) ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
                         p->exit_seen_ns = now;
-                        announce_exit(l, p);
+                        loader_process_dead(l, p);
+                        if (p->n_deferred > 0)
+                                p->exit_announce_pending = true;
+                        else
+                                announce_exit(l, p);
                 }
         }
         if (l->ring_dirty) {

@@ -151,3 +151,33 @@ def stacks_for_pid(con, pid):
 
 
 NATIVE, KERNEL = 1, 2
+
+
+def samples_with_frames(con, pid):
+    """[(tid, thread_name, frames, samples)] for one process, one entry per thread and distinct
+    stack. Frames are leaf first, each a dict: kind (EP_FRAME_*), function (None while
+    unsymbolized), path (the file of a native frame, else None), addr (file offset of a native
+    frame, kernel address of a kernel one). Inline lines expand innermost first, as in
+    stacks_for_pid()."""
+    lines = {}
+    for frame, function in con.execute(
+            "SELECT frame, function FROM frame_lines ORDER BY frame, depth"):
+        lines.setdefault(frame, []).append(function)
+    info = {fid: (kind, addr, path) for fid, kind, addr, path in con.execute(
+        "SELECT f.id, f.kind, f.addr, fi.path FROM frames f LEFT JOIN files fi ON fi.id = f.file")}
+    out = []
+    rows = con.execute(
+        "SELECT s.tid, s.thread_name, st.frames, SUM(s.count) FROM samples s "
+        "JOIN processes p ON p.id = s.process JOIN stacks st ON st.id = s.stack "
+        "WHERE p.pid = ? GROUP BY s.tid, s.thread_name, st.id", (pid,))
+    for tid, thread_name, blob, count in rows:
+        frames = []
+        for off in range(0, len(blob), 8):
+            fid = int.from_bytes(blob[off:off + 8], "little")
+            kind, addr, path = info.get(fid, (None, None, None))
+            for fn in lines.get(fid, [None]):
+                frames.append({"kind": kind, "function": fn, "path": path,
+                               "addr": addr & 0xFFFFFFFFFFFFFFFF if addr is not None else None})
+        out.append((tid, thread_name, frames, count))
+    return out
+

@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: MIT
+"""Runs inside gdb (gdb -batch -x gdb_frames.py EXE CORE): writes every thread's frames as
+JSON to $EP_GDB_FRAMES_OUT, the reference the replay tests compare the native unwinder with.
+Inline frames are left out (they share the PC of the real frame that holds them); each frame
+is {"pc", "name", "kind"} with kind "E" for the interrupted PC or a PC a signal interrupted,
+and "R" for a return address."""
+import json
+import os
+
+import gdb
+
+gdb.execute("set backtrace past-main on")
+gdb.execute("set backtrace past-entry on")
+gdb.execute("set backtrace limit 0")
+
+threads = []
+for inferior in gdb.inferiors():
+    for thread in inferior.threads():
+        thread.switch()
+        frames = []
+        frame = gdb.newest_frame()
+        exact = True  # the newest frame, and the frame a signal interrupted, hold exact PCs
+        while frame is not None:
+            if frame.type() != gdb.INLINE_FRAME:
+                frames.append({"pc": frame.pc(), "name": frame.name(),
+                               "kind": "E" if exact else "R"})
+                exact = frame.type() == gdb.SIGTRAMP_FRAME
+            try:
+                frame = frame.older()
+            except gdb.error:
+                break
+        threads.append({"tid": thread.ptid[1], "frames": frames})
+
+with open(os.environ["EP_GDB_FRAMES_OUT"], "w") as f:
+    json.dump(threads, f)
