@@ -8,6 +8,7 @@
 
 #include "hashmap.h"
 #include "log.h"
+#include "stop-reason.h"
 #include "store-read.h"
 #include "wire.h"
 
@@ -63,25 +64,6 @@ int ep_store_open(const char *path, sqlite3 **ret) {
         return 0;
 }
 
-static const char *stop_reason_name(uint64_t reason) {
-        switch (reason) {
-        case EP_STOP_OK:
-                return "root reached";
-        case EP_STOP_MAX_DEPTH:
-                return "maximum depth";
-        case EP_STOP_READ_FAILED:
-                return "stack read failed";
-        case EP_STOP_BAD_FP:
-                return "bad frame pointer";
-        case EP_STOP_NO_USER_REGS:
-                return "no user registers";
-        case EP_STOP_PC_ZERO:
-                return "return address 0";
-        default:
-                return "unknown reason";
-        }
-}
-
 static const char *basename_or(const char *path, const char *fallback) {
         if (!path || !*path)
                 return fallback;
@@ -119,7 +101,7 @@ int ep_store_frame_name(const EpStoredFrame *f, const char *function, char **ret
                         r = asprintf(&name, "[k] 0x%" PRIx64, f->addr);
                 break;
         case EP_FRAME_ABORT:
-                r = asprintf(&name, "[unwinding stopped: %s]", stop_reason_name(f->addr));
+                r = asprintf(&name, "[unwinding stopped: %s]", ep_stop_reason_name(f->addr) ?: "unknown reason");
                 break;
         case EP_FRAME_UNMAPPED:
         default:

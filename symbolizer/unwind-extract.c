@@ -424,8 +424,10 @@ static uint64_t next_walked_start(const Extract *x, uint64_t addr) {
 static int add_gap_marks(Extract *x) {
         int r;
 
-        /* The ELF entry point of an executable. */
-        if (x->main.ehdr.e_entry != 0 && (x->main.ehdr.e_type == ET_EXEC || x->main.has_interp))
+        /* The ELF entry point starts a process: of an executable, and of the dynamic loader
+         * (ET_DYN without an interpreter; its _start has no CFI). A mark only applies where
+         * no CFI covers the address, so a library's e_entry described by CFI is unaffected. */
+        if (x->main.ehdr.e_entry != 0)
                 add_mark(x, x->main.ehdr.e_entry, 0, EP_CFA_STOP);
 
         for (size_t i = 0; i < x->n_marks; i++) {

@@ -6,6 +6,7 @@
 #include "file-id.h"
 #include "log.h"
 #include "unwind-lookup.h"
+#include "unwind-sandbox.h"
 
 static uint64_t now_nsec(void) {
         struct timespec ts;
@@ -44,7 +45,7 @@ int ep_unwind_lookup(EpUnwindCache *cache, int fd, const uint8_t file_id[EP_FILE
 
         stats->cache_misses++;
         start = now_nsec();
-        r = ep_unwind_extract_full(fd, file_id, NULL, options, &blob, &size, &flags, &xs);
+        r = ep_unwind_extract_sandboxed(fd, file_id, options, NULL, &blob, &size, &flags, &xs);
         stats->extract_nsec += now_nsec() - start;
         if (r < 0) {
                 stats->extract_errors++;

@@ -14,25 +14,9 @@
 #include "log.h"
 #include "loader.h"
 #include "native-unwind.h"
+#include "stop-reason.h"
 
 #define ERROR_NO_SUCH_FILE "org.ebpfprofiler.Error.NoSuchFile"
-
-static const char *const stop_names[_EP_STOP_MAX] = {
-        [EP_STOP_OK] = "ok",
-        [EP_STOP_MAX_DEPTH] = "max-depth",
-        [EP_STOP_READ_FAILED] = "read-failed",
-        [EP_STOP_BAD_FP] = "bad-frame-pointer",
-        [EP_STOP_NO_USER_REGS] = "no-user-registers",
-        [EP_STOP_PC_ZERO] = "pc-zero",
-        [EP_STOP_NO_UNWIND_INFO] = "no-unwind-info",
-        [EP_STOP_NO_MAPPING] = "no-mapping",
-        [EP_STOP_TABLE_MISSING] = "table-missing",
-        [EP_STOP_UNKNOWN_PROCESS] = "unknown-process",
-        [EP_STOP_BAD_CFA] = "bad-cfa",
-        [EP_STOP_BAD_PC] = "bad-pc",
-        [EP_STOP_FP_UNDEFINED] = "fp-undefined",
-        [EP_STOP_TABLE_ERROR] = "table-error",
-};
 
 /* How each caller was found (EP_UNWIND_STEP_*), property UnwindSteps. */
 static const char *const step_names[_EP_UNWIND_STEP_MAX] = {
@@ -196,7 +180,7 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
         if (streq(property, "UnwindStops")) {
                 int r = sd_bus_message_open_container(reply, 'a', "{st}");
                 for (int i = 0; r >= 0 && i < _EP_STOP_MAX; i++)
-                        r = sd_bus_message_append(reply, "{st}", stop_names[i], c[EP_BPF_CNT_STOP_BASE + i]);
+                        r = sd_bus_message_append(reply, "{st}", ep_stop_reason_name(i), c[EP_BPF_CNT_STOP_BASE + i]);
                 if (r >= 0)
                         r = sd_bus_message_close_container(reply);
                 return r;

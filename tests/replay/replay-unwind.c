@@ -177,24 +177,8 @@ static inline int ep_find_rule(ReplayProcess *p, uint32_t file_num, uint32_t fil
         return EP_LOOKUP_FOUND;
 }
 
+#include "stop-reason.h"
 #include "native-unwind.h" /* now the step functions, over the hooks above */
-
-static const char *const stop_names[_EP_STOP_MAX] = {
-        [EP_STOP_OK] = "ok",
-        [EP_STOP_MAX_DEPTH] = "max-depth",
-        [EP_STOP_READ_FAILED] = "read-failed",
-        [EP_STOP_BAD_FP] = "bad-frame-pointer",
-        [EP_STOP_NO_USER_REGS] = "no-user-registers",
-        [EP_STOP_PC_ZERO] = "pc-zero",
-        [EP_STOP_NO_UNWIND_INFO] = "no-unwind-info",
-        [EP_STOP_NO_MAPPING] = "no-mapping",
-        [EP_STOP_TABLE_MISSING] = "table-missing",
-        [EP_STOP_UNKNOWN_PROCESS] = "unknown-process",
-        [EP_STOP_BAD_CFA] = "bad-cfa",
-        [EP_STOP_BAD_PC] = "bad-pc",
-        [EP_STOP_FP_UNDEFINED] = "fp-undefined",
-        [EP_STOP_TABLE_ERROR] = "table-error",
-};
 
 int replay_unwind_thread(ReplayProcess *p, const EpCoreThread *t, ReplayFrame *frames, size_t max,
                          size_t *ret_n, const char **ret_stop) {
@@ -222,6 +206,6 @@ int replay_unwind_thread(ReplayProcess *p, const EpCoreThread *t, ReplayFrame *f
                 s = EP_STOP_MAX_DEPTH;
         }
         *ret_n = n;
-        *ret_stop = s >= 0 && s < _EP_STOP_MAX && stop_names[s] ? stop_names[s] : "?";
+        *ret_stop = s >= 0 ? ep_stop_reason_name(s) ?: "?" : "?";
         return 0;
 }
