@@ -139,6 +139,22 @@ int ep_daemon_set_last_error(EpDaemon *d, char **slot, const char *format, ...) 
         return r;
 }
 
+int ep_bus_check_caller_privileged(sd_bus_message *m, sd_bus_error *error, const char *what) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        uid_t uid;
+        int r;
+
+        r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
+        if (r >= 0)
+                r = sd_bus_creds_get_euid(creds, &uid);
+        if (r < 0)
+                return r;
+        if (uid != 0 && uid != geteuid())
+                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                         "Only root or the daemon's own user may %s", what);
+        return 0;
+}
+
 /* ---- peer tracking ---- */
 
 struct EpPeerWatch {

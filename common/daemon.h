@@ -31,6 +31,11 @@ int ep_daemon_publish(EpDaemon *d, const char *bus_name, const char *path, const
 int ep_daemon_run(EpDaemon *d);
 void ep_daemon_done(EpDaemon *d);
 void ep_daemon_status(EpDaemon *d, const char *format, ...) _printf_(2, 3);
+/* Refuses a method call unless it comes from root or from our own user (the bus policy says
+ * the same; a daemon handing out descriptors checks again). 0 when allowed, else a negative
+ * errno with *error set to AccessDenied saying "Only root or ... may <what>". */
+int ep_bus_check_caller_privileged(sd_bus_message *m, sd_bus_error *error, const char *what);
+
 /* Emits PropertiesChanged for the NULL-terminated list of property names. */
 void ep_daemon_properties_changed(EpDaemon *d, const char *first, ...);
 /* Sets a daemon's LastError: replaces *slot with the formatted message and emits

@@ -52,21 +52,14 @@ static void manager_done(Manager *m) {
 /* ---- D-Bus ---- */
 
 static int method_open_session(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         Manager *m = userdata;
         EpSession *s = NULL;
-        uid_t uid;
         int r;
 
         /* The bus policy already restricts this; the rings are ours to give, so check too. */
-        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
-        if (r >= 0)
-                r = sd_bus_creds_get_euid(creds, &uid);
+        r = ep_bus_check_caller_privileged(msg, error, "open a session");
         if (r < 0)
                 return r;
-        if (uid != 0 && uid != geteuid())
-                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED,
-                                        "Only root or the symbolizer's own user may open a session");
 
         r = ep_session_new(m->daemon.event, m->resolver, &m->stats, &s);
         if (r < 0) {

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "log.h"
 #include "unwind-service.h"
 #include "wire.h"
@@ -256,21 +257,14 @@ static int on_done(sd_event_source *source, int fd, uint32_t revents, void *user
 }
 
 int ep_unwind_service_handle(EpUnwindService *s, sd_bus_message *msg, sd_bus_error *error) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         const void *id;
         size_t id_len;
-        uid_t uid;
         int fd, r;
 
         /* The bus policy restricts this too; the loader is root. */
-        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
-        if (r >= 0)
-                r = sd_bus_creds_get_euid(creds, &uid);
+        r = ep_bus_check_caller_privileged(msg, error, "ask for unwind tables");
         if (r < 0)
                 return r;
-        if (uid != 0 && uid != geteuid())
-                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED,
-                                        "Only root or the symbolizer's own user may ask for unwind tables");
 
         r = sd_bus_message_read(msg, "h", &fd);
         if (r < 0)
