@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""eBPF cost per sample and per frame of the native (stack-delta) unwinder, against a
+frame-pointer walk of the same depth, measured in the same run.
+
+Both workloads are the 1000-deep recursion of tests/workloads/recurse.c: `recurse` is built
+without frame pointers (every frame unwound from its CFI table), `recurse-fp-nocfi` with frame
+pointers and its .eh_frame removed (every frame walked by frame pointer). One copy per CPU runs
+so samples are of the workload, not of idle CPUs. The kernel's own accounting
+(kernel.bpf_stats_enabled: run_time_ns / run_cnt of the sampling program) gives the cost.
+
+    sudo /usr/bin/python3 bench/bpf-cost.py [--seconds 6] [--frequency 99] [--depth 1000]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+from conftest import WORKLOADS, Profiler, stacks_for_pid  # noqa: E402
+
+STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
+
+
+def prog_stats():
+    progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
+                                      text=True, check=True).stdout)
+    mine = [p for p in progs if p.get("name") == "on_sample"]
+    p = max(mine, key=lambda p: p["id"])
+    return p.get("run_time_ns", 0), p.get("run_cnt", 0)
+
+
+def measure(profiler, binary, seconds, depth):
+    def start():
+        return [subprocess.Popen([str(WORKLOADS / binary), str(seconds), str(depth)])
+                for _ in range(os.cpu_count() or 1)]
+
+    for w in start():  # warm-up: the process's files get their tables
+        w.wait()
+    t0, c0 = prog_stats()
+    procs = start()
+    for w in procs:
+        w.wait()
+    t1, c1 = prog_stats()
+    profiler.flush()
+    time.sleep(1.5)
+    frames = []
+    with profiler.db() as con:
+        for w in procs:
+            for stack, count in stacks_for_pid(con, w.pid):
+                frames += [sum(1 for kind, _ in stack if kind == 1)] * count
+    n = c1 - c0
+    return n, (t1 - t0) / max(n, 1), statistics.median(frames) if frames else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=6)
+    ap.add_argument("--frequency", type=int, default=99)
+    ap.add_argument("--depth", type=int, default=1000)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bpf-cost.py: needs root")
+
+    old = STATS.read_text().strip()
+    STATS.write_text("1")
+    profiler = Profiler(["--frequency", str(args.frequency)])
+    try:
+        rows = [("native tables", *measure(profiler, "recurse", args.seconds, args.depth)),
+                ("frame pointers", *measure(profiler, "recurse-fp-nocfi", args.seconds, args.depth))]
+    finally:
+        profiler.stop()
+        STATS.write_text(old)
+
+    print(f"| unwinder | samples | median user frames | ns per sample | ns per frame |")
+    print(f"|---|---:|---:|---:|---:|")
+    per_frame = {}
+    for name, n, ns, frames in rows:
+        per_frame[name] = ns / frames if frames else float("nan")
+        print(f"| {name} | {n} | {frames:.0f} | {ns:,.0f} | {per_frame[name]:.1f} |")
+    print(f"\nnative / frame-pointer cost per frame: "
+          f"{per_frame['native tables'] / per_frame['frame pointers']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
