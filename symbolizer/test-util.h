@@ -63,3 +63,23 @@ static inline const char *test_env(const char *name) {
         }
         return v;
 }
+
+/* File offset of symbol in the test target, as the target itself reports it when run as
+ * `TARGET offsets` (one "name offset" line per function). */
+static inline uint64_t test_target_offset(const char *target, const char *symbol) {
+        char cmd[4096], line[256];
+        uint64_t found = 0;
+
+        snprintf(cmd, sizeof cmd, "'%s' offsets", target);
+        FILE *p = popen(cmd, "r");
+        CHECK(p);
+        while (fgets(line, sizeof line, p)) {
+                unsigned long long off;
+                char name[64];
+                if (sscanf(line, "%63s %llu", name, &off) == 2 && strcmp(name, symbol) == 0)
+                        found = off;
+        }
+        pclose(p);
+        CHECK(found > 0);
+        return found;
+}

@@ -54,7 +54,7 @@ def test_fp_chain_named_in_store_top_and_flamegraph(profiler, tmp_path):
     assert total >= 99 * 2, f"expected ~4 s at 99 Hz, got {total} samples"
     chain_samples = sum(c for frames, c in stacks
                         if contains_in_order([fn for _, fn in frames if fn], CHAIN))
-    assert chain_samples >= 0.9 * total, f"{chain_samples}/{total} samples carry {CHAIN}: {stacks[:5]}"
+    assert chain_samples >= 0.99 * total, f"{chain_samples}/{total} samples carry {CHAIN}: {stacks[:5]}"
 
     top = cli("top", "--store", profiler.store, "--pid", pid).stdout
     rows = [l for l in top.splitlines() if "gamma_spin" in l]
@@ -90,11 +90,10 @@ def test_syscall_workload_has_named_kernel_frames_under_user_frames(profiler):
         assert last_kernel < first_user, frames
         knames = [fn for k, fn in frames if k == KERNEL]
         unames = [fn for k, fn in frames if k == NATIVE]
-        # A frame-pointer walk cannot see the caller of glibc's frameless read() wrapper
-        # (read_zeroes); it resumes at main. Stack deltas (issue 3) recover it.
-        if all(knames) and "ksys_read" in knames and unames[:1] == ["read"] and "main" in unames:
+        # The caller of glibc's frameless read() wrapper is recovered from its unwind table.
+        if all(knames) and "ksys_read" in knames and contains_in_order(unames, ["read", "read_zeroes", "main"]):
             mixed += count
-    assert mixed >= 0.5 * total, f"only {mixed}/{total} samples show named kernel read frames under read → main"
+    assert mixed >= 0.9 * total, f"only {mixed}/{total} samples show named kernel read frames under read → read_zeroes → main"
 
 
 def test_otlp_receiver_gets_the_same_stacks_as_the_store(profiler, receiver):

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bus.h"
+#include "test-private-bus.h"
 #include "shm-ring.h"
 #include "test-util.h"
 #include "wire-buf.h"
@@ -28,12 +29,6 @@ static uint64_t beta_offset;
 static unsigned open_file_calls;
 static pid_t bus_pid = -1, sym_pid = -1;
 static char workdir[] = "/tmp/test-symbolizer-daemon-XXXXXX";
-
-static uint64_t now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
-}
 
 static void cleanup(void) {
         if (sym_pid > 0)
@@ -168,10 +163,10 @@ static void send_request(EpRing *req, uint16_t type, uint64_t cookie, uint8_t ki
 static Response ask(sd_bus *bus, EpRing *req, EpRing *resp, uint16_t type, uint8_t kind, uint8_t file, uint64_t addr) {
         static uint64_t cookie = 1000;
         Response r;
-        uint64_t deadline = now_ms() + 5000;
+        uint64_t deadline = test_bus_now_ms() + 5000;
 
         send_request(req, type, ++cookie, kind, file, addr);
-        while (now_ms() < deadline) {
+        while (test_bus_now_ms() < deadline) {
                 if (pop_response(resp, &r)) {
                         CHECK_U64(r.cookie, cookie);
                         return r;
@@ -229,21 +224,6 @@ static bool name_has_owner(sd_bus *bus, const char *name) {
         return has;
 }
 
-static void read_beta_offset(void) {
-        char cmd[4096], line[256];
-        snprintf(cmd, sizeof cmd, "'%s' offsets", target);
-        FILE *p = popen(cmd, "r");
-        CHECK(p);
-        while (fgets(line, sizeof line, p)) {
-                unsigned long long off;
-                char name[64];
-                if (sscanf(line, "%63s %llu", name, &off) == 2 && streq(name, "sym_test_beta"))
-                        beta_offset = off;
-        }
-        pclose(p);
-        CHECK(beta_offset > 0);
-}
-
 static void check_no_capabilities(pid_t pid) {
         char path[64], line[256];
         bool eff = false, nnp = false;
@@ -277,43 +257,13 @@ int main(void) {
                 fprintf(stderr, "dbus-daemon not installed, skipping\n");
                 return 77;
         }
-        read_beta_offset();
+        beta_offset = test_target_offset(target, "sym_test_beta");
 
         CHECK(mkdtemp(workdir));
         atexit(cleanup);
 
-        /* A private bus; it prints its address into a pipe. */
-        int pfd[2];
-        CHECK(pipe2(pfd, O_CLOEXEC) == 0);
-        bus_pid = fork();
-        CHECK(bus_pid >= 0);
-        if (bus_pid == 0) {
-                char listen[300];
-                int w = fcntl(pfd[1], F_DUPFD, 10); /* not close-on-exec, and out of the way */
-                if (w < 0 || dup2(w, 3) != 3)
-                        _exit(127);
-                snprintf(listen, sizeof listen, "--address=unix:path=%s/bus.sock", workdir);
-                execl("/usr/bin/dbus-daemon", "dbus-daemon", "--session", "--nofork", "--nopidfile", "--nosyslog",
-                      listen, "--print-address=3", (char *) NULL);
-                _exit(127);
-        }
-        close(pfd[1]);
-        {
-                size_t have = 0;
-                struct pollfd p = { .fd = pfd[0], .events = POLLIN };
-                for (uint64_t deadline = now_ms() + 5000; now_ms() < deadline && !strchr(address, '\n');) {
-                        if (poll(&p, 1, 100) <= 0)
-                                continue;
-                        ssize_t n = read(pfd[0], address + have, sizeof address - 1 - have);
-                        if (n <= 0)
-                                break;
-                        have += (size_t) n;
-                        address[have] = 0;
-                }
-                address[strcspn(address, "\n")] = 0;
-                close(pfd[0]);
-        }
-        CHECK(address[0]);
+        bus_pid = test_private_bus_start(workdir, address, sizeof address);
+        CHECK(bus_pid > 0);
         CHECK(setenv("DBUS_SYSTEM_BUS_ADDRESS", address, 1) == 0);
         CHECK(sd_bus_open_system(&bus) >= 0);
 
@@ -327,7 +277,7 @@ int main(void) {
                 execl(symbolizer, symbolizer, "--log-level=debug", (char *) NULL);
                 _exit(127);
         }
-        for (uint64_t deadline = now_ms() + 5000; now_ms() < deadline && !name_has_owner(bus, EP_BUS_SYMBOLIZER);)
+        for (uint64_t deadline = test_bus_now_ms() + 5000; test_bus_now_ms() < deadline && !name_has_owner(bus, EP_BUS_SYMBOLIZER);)
                 usleep(20000);
         CHECK(name_has_owner(bus, EP_BUS_SYMBOLIZER));
         check_no_capabilities(sym_pid);
@@ -343,11 +293,11 @@ int main(void) {
         /* The loader arrives. */
         CHECK(sd_bus_add_object_vtable(bus, NULL, EP_PATH_LOADER, EP_IFACE_LOADER, loader_vtable, NULL) >= 0);
         CHECK(sd_bus_request_name(bus, EP_BUS_LOADER, 0) >= 0);
-        uint64_t deadline = now_ms() + 5000;
+        uint64_t deadline = test_bus_now_ms() + 5000;
         do {
                 pump(bus, -1, 50);
                 r = ask(bus, req, resp, EP_MSG_SYM_REQUEST, EP_FRAME_NATIVE, 1, beta_offset + 2);
-        } while (r.status == EP_SYM_NO_FILE && now_ms() < deadline);
+        } while (r.status == EP_SYM_NO_FILE && test_bus_now_ms() < deadline);
         CHECK_INT(r.status, EP_SYM_OK);
         CHECK_STR(r.function, "sym_test_beta");
         CHECK_INT(open_file_calls, 1);
@@ -383,7 +333,7 @@ int main(void) {
         CHECK(get_t(bus, "CacheHits") >= 1);
         CHECK(get_u(bus, "CacheEntries") >= 3);
         CHECK_INT(get_u(bus, "FilesOpen"), 1);
-        for (deadline = now_ms() + 3000; now_ms() < deadline && properties_changed == 0;)
+        for (deadline = test_bus_now_ms() + 3000; test_bus_now_ms() < deadline && properties_changed == 0;)
                 pump(bus, -1, 50);
         CHECK(properties_changed > 0);
 
@@ -400,7 +350,7 @@ int main(void) {
         int status = 0;
         bool exited = false;
         CHECK(kill(sym_pid, SIGTERM) == 0);
-        for (deadline = now_ms() + 3000; now_ms() < deadline && !exited;) {
+        for (deadline = test_bus_now_ms() + 3000; test_bus_now_ms() < deadline && !exited;) {
                 exited = waitpid(sym_pid, &status, WNOHANG) == sym_pid;
                 if (!exited)
                         usleep(20000);

@@ -105,21 +105,6 @@ static int pop_response(EpRing *resp, Response *ret) {
         return 1;
 }
 
-static void read_beta_offset(void) {
-        char cmd[4096], line[256];
-        snprintf(cmd, sizeof cmd, "'%s' offsets", target);
-        FILE *p = popen(cmd, "r");
-        CHECK(p);
-        while (fgets(line, sizeof line, p)) {
-                unsigned long long off;
-                char name[64];
-                if (sscanf(line, "%63s %llu", name, &off) == 2 && streq(name, "sym_test_beta"))
-                        beta_offset = off;
-        }
-        pclose(p);
-        CHECK(beta_offset > 0);
-}
-
 int main(void) {
         EpFileSource src = { .open_file = fake_open_file, .open_kallsyms = fake_open_kallsyms };
         _cleanup_(ep_resolver_freep) EpResolver *resolver = NULL;
@@ -129,7 +114,7 @@ int main(void) {
         Response r;
 
         target = test_env("SYM_TEST_TARGET");
-        read_beta_offset();
+        beta_offset = test_target_offset(target, "sym_test_beta");
 
         CHECK_INT(ep_resolver_new(&src, NULL, &stats, &resolver), 0);
         CHECK_INT(ep_session_new(NULL, resolver, &stats, &s), 0);

@@ -16,17 +16,12 @@
 #include <time.h>
 
 #include "bus.h"
+#include "test-private-bus.h"
 #include "test-symbolizer-unwind-util.h"
 
 static pid_t bus_pid = -1, sym_pid = -1;
 static char workdir[] = "/tmp/test-symbolizer-unwind-daemon-XXXXXX";
 static char cache_dir[300];
-
-static uint64_t now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
-}
 
 static void cleanup(void) {
         char path[400];
@@ -68,7 +63,7 @@ static void start_symbolizer(sd_bus *bus, const char *symbolizer) {
                 execl(symbolizer, symbolizer, "--log-level=debug", arg, (char *) NULL);
                 _exit(127);
         }
-        for (uint64_t deadline = now_ms() + 5000; now_ms() < deadline && !name_has_owner(bus, EP_BUS_SYMBOLIZER);)
+        for (uint64_t deadline = test_bus_now_ms() + 5000; test_bus_now_ms() < deadline && !name_has_owner(bus, EP_BUS_SYMBOLIZER);)
                 usleep(20000);
         CHECK(name_has_owner(bus, EP_BUS_SYMBOLIZER));
 }
@@ -168,7 +163,7 @@ static void check_not_blocking(sd_bus *bus, const char *big) {
                 ;
         CHECK_INT(state, 0);
 
-        for (uint64_t deadline = now_ms() + 30000; state == 0 && now_ms() < deadline;) {
+        for (uint64_t deadline = test_bus_now_ms() + 30000; state == 0 && test_bus_now_ms() < deadline;) {
                 if (sd_bus_process(bus, NULL) > 0)
                         continue;
                 (void) sd_bus_wait(bus, 100000);
@@ -198,38 +193,8 @@ int main(void) {
         snprintf(cache_dir, sizeof cache_dir, "%s/cache", workdir); /* the daemon creates it */
         atexit(cleanup);
 
-        /* A private bus; it prints its address into a pipe. */
-        int pfd[2];
-        CHECK(pipe2(pfd, O_CLOEXEC) == 0);
-        bus_pid = fork();
-        CHECK(bus_pid >= 0);
-        if (bus_pid == 0) {
-                char listen[400];
-                int w = fcntl(pfd[1], F_DUPFD, 10);
-                if (w < 0 || dup2(w, 3) != 3)
-                        _exit(127);
-                snprintf(listen, sizeof listen, "--address=unix:path=%s/bus.sock", workdir);
-                execl("/usr/bin/dbus-daemon", "dbus-daemon", "--session", "--nofork", "--nopidfile", "--nosyslog",
-                      listen, "--print-address=3", (char *) NULL);
-                _exit(127);
-        }
-        close(pfd[1]);
-        {
-                size_t have = 0;
-                struct pollfd p = { .fd = pfd[0], .events = POLLIN };
-                for (uint64_t deadline = now_ms() + 5000; now_ms() < deadline && !strchr(address, '\n');) {
-                        if (poll(&p, 1, 100) <= 0)
-                                continue;
-                        ssize_t n = read(pfd[0], address + have, sizeof address - 1 - have);
-                        if (n <= 0)
-                                break;
-                        have += (size_t) n;
-                        address[have] = 0;
-                }
-                address[strcspn(address, "\n")] = 0;
-                close(pfd[0]);
-        }
-        CHECK(address[0]);
+        bus_pid = test_private_bus_start(workdir, address, sizeof address);
+        CHECK(bus_pid > 0);
         CHECK(setenv("DBUS_SYSTEM_BUS_ADDRESS", address, 1) == 0);
         CHECK(sd_bus_open_system(&bus) >= 0);
 
