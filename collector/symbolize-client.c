@@ -11,6 +11,7 @@
 #include "collector.h"
 #include "log.h"
 #include "wire-buf.h"
+#include "wire-sym.h"
 
 #define SYM_MODULE_MAX 256
 #define SYM_FUNCTION_MAX 65536
@@ -79,17 +80,20 @@ static int send_frame_request(Collector *c, uint32_t idx) {
         static const uint8_t no_file_id[EP_FILE_ID_SIZE] = {};
         Frame *f = frame_table_get(&c->frames, idx);
         FileEntry *file = f->file ? file_table_get(&c->files, f->file) : NULL;
-        uint8_t buf[8 + 1 + EP_FILE_ID_SIZE + 8 + 1 + 4 + PATH_MAX];
+        uint8_t buf[8 + 1 + EP_FILE_ID_SIZE + 8 + 1 + 4 + PATH_MAX + 4 + 8];
         EpWriter w;
         int r;
 
+        EpSymRequestMsg msg = {
+                .cookie = idx,
+                .kind = f->kind,
+                .flags = f->flags,
+                .addr = f->addr,
+                .path = file ? file->path : "",
+        };
+        memcpy(msg.file_id, file ? file->file_id : no_file_id, EP_FILE_ID_SIZE);
         ep_writer_init(&w, buf, sizeof(buf));
-        ep_put_u64(&w, idx);
-        ep_put_u8(&w, f->kind);
-        ep_put_bytes(&w, file ? file->file_id : no_file_id, EP_FILE_ID_SIZE);
-        ep_put_u64(&w, f->addr);
-        ep_put_u8(&w, f->flags);
-        ep_put_str(&w, file ? file->path : "");
+        ep_put_sym_request(&w, &msg);
         if (w.overflow)
                 return -E2BIG;
         if (!ring_has_room(c->sym.req, w.size))

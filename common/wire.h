@@ -101,9 +101,13 @@ enum {
                                         * str go_build_id */
 };
 
-/* EP_MSG_SYM_REQUEST: u64 cookie, u8 kind, bytes[16] file_id, u64 addr, u8 flags, str path
- *   kind EP_FRAME_NATIVE: addr is a file offset in file_id (path for messages only)
- *   kind EP_FRAME_KERNEL: addr is a kernel address (file_id and path unused) */
+/* EP_MSG_SYM_REQUEST: u64 cookie, u8 kind, bytes[16] file_id, u64 addr, u8 flags, str path,
+ *   u32 pid, u64 start_time_ns (wire-sym.h reads and writes it)
+ *   kind EP_FRAME_NATIVE: addr is a file offset in file_id; path is where the process maps
+ *     the file (a hint for finding its debug file, and for messages)
+ *   kind EP_FRAME_KERNEL: addr is a kernel address (file_id, path, pid unused)
+ *   kind EP_FRAME_UNMAPPED: addr is an address in process pid (started at start_time_ns),
+ *     named from its perf map when it writes one */
 
 enum {
         EP_SYM_OK = 0,          /* at least one line with a function name */

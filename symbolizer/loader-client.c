@@ -58,6 +58,8 @@ bool ep_loader_client_present(const EpLoaderClient *c) {
 static int map_error(const sd_bus_error *e, int r) {
         if (sd_bus_error_has_name(e, ERROR_NO_SUCH_FILE))
                 return -ENOENT;
+        if (sd_bus_error_has_name(e, SD_BUS_ERROR_ACCESS_DENIED))
+                return -EPERM;
         if (sd_bus_error_has_names(e, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER,
                                    SD_BUS_ERROR_UNKNOWN_METHOD, SD_BUS_ERROR_UNKNOWN_OBJECT))
                 return -ENXIO;
@@ -125,6 +127,38 @@ int ep_loader_client_open_kallsyms(EpLoaderClient *c) {
         return r;
 }
 
+int ep_loader_client_open_kernel_modules(EpLoaderClient *c) {
+        sd_bus_message *m = NULL;
+        int r;
+
+        if (!ep_loader_client_present(c))
+                return -ENXIO;
+
+        r = sd_bus_message_new_method_call(c->daemon->bus, &m, EP_BUS_LOADER, EP_PATH_LOADER,
+                                           EP_IFACE_LOADER, "OpenKernelModules");
+        if (r >= 0)
+                r = call_for_fd(c, m, "OpenKernelModules");
+        sd_bus_message_unref(m);
+        return r;
+}
+
+int ep_loader_client_open_perf_map(EpLoaderClient *c, uint32_t pid) {
+        sd_bus_message *m = NULL;
+        int r;
+
+        if (!ep_loader_client_present(c))
+                return -ENXIO;
+
+        r = sd_bus_message_new_method_call(c->daemon->bus, &m, EP_BUS_LOADER, EP_PATH_LOADER,
+                                           EP_IFACE_LOADER, "OpenPerfMap");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "u", pid);
+        if (r >= 0)
+                r = call_for_fd(c, m, "OpenPerfMap");
+        sd_bus_message_unref(m);
+        return r;
+}
+
 static int source_open_file(void *userdata, const uint8_t file_id[EP_FILE_ID_SIZE]) {
         return ep_loader_client_open_file(userdata, file_id);
 }
@@ -133,10 +167,20 @@ static int source_open_kallsyms(void *userdata) {
         return ep_loader_client_open_kallsyms(userdata);
 }
 
+static int source_open_kernel_modules(void *userdata) {
+        return ep_loader_client_open_kernel_modules(userdata);
+}
+
+static int source_open_perf_map(void *userdata, uint32_t pid) {
+        return ep_loader_client_open_perf_map(userdata, pid);
+}
+
 EpFileSource ep_loader_client_source(EpLoaderClient *c) {
         return (EpFileSource) {
                 .open_file = source_open_file,
                 .open_kallsyms = source_open_kallsyms,
+                .open_kernel_modules = source_open_kernel_modules,
+                .open_perf_map = source_open_perf_map,
                 .userdata = c,
         };
 }

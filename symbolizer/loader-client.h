@@ -27,6 +27,8 @@ bool ep_loader_client_present(const EpLoaderClient *c);
 /* Return a new descriptor, or -ENXIO (no loader), -ENOENT (no such file), -ETIMEDOUT, -EIO. */
 int ep_loader_client_open_file(EpLoaderClient *c, const uint8_t file_id[EP_FILE_ID_SIZE]);
 int ep_loader_client_open_kallsyms(EpLoaderClient *c);
+int ep_loader_client_open_kernel_modules(EpLoaderClient *c);
+int ep_loader_client_open_perf_map(EpLoaderClient *c, uint32_t pid);
 
 /* The client as a file source for the resolver. */
 EpFileSource ep_loader_client_source(EpLoaderClient *c);

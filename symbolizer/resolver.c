@@ -6,50 +6,11 @@
 
 #include "elf-symbols.h"
 #include "file-id.h"
-#include "kallsyms.h"
 #include "log.h"
 #include "lru.h"
-#include "resolver.h"
+#include "resolver-internal.h"
 
-#define KALLSYMS_RETRY_NS (5 * NSEC_PER_SEC) /* after a failed read of kallsyms */
-
-typedef enum FileState {
-        FILE_OPEN,
-        FILE_BAD,     /* not a usable ELF: answered BAD_FILE until evicted */
-        FILE_MISSING, /* the source could not open it: answered NO_FILE for a while */
-} FileState;
-
-typedef struct FileEntry {
-        FileState state;
-        EpElfFile *elf;
-        uint64_t since_ns;
-} FileEntry;
-
-typedef struct ResultKey {
-        uint8_t kind, flags;
-        uint8_t pad[6];
-        uint8_t file_id[EP_FILE_ID_SIZE];
-        uint64_t addr;
-} ResultKey;
-
-struct EpResolver {
-        EpFileSource source;
-        EpResolverConfig config;
-        EpSymStats *stats;
-
-        EpLru *files;
-        FileEntry *file_slots;
-        uint32_t files_open;
-
-        EpLru *results;
-        EpSymResult *result_slots;
-        EpSymResult scratch; /* results that are not cached */
-
-        EpKallsyms *kallsyms;
-        uint64_t kallsyms_loaded_ns, kallsyms_failed_ns;
-};
-
-static uint64_t now_ns(void) {
+uint64_t ep_resolver_now_ns(void) {
         struct timespec ts;
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -119,7 +80,8 @@ EpResolver *ep_resolver_free(EpResolver *r) {
         free(r->result_slots);
         ep_lru_free(r->files);
         ep_lru_free(r->results);
-        ep_kallsyms_free(r->kallsyms);
+        ep_resolve_kernel_free(r);
+        ep_resolve_jit_free(r);
         free(r);
         return NULL;
 }
@@ -141,7 +103,8 @@ void ep_resolver_source_changed(EpResolver *r) {
                         (void) ep_lru_remove(r->files, key);
                 }
         }
-        r->kallsyms_failed_ns = 0;
+        ep_resolve_kernel_source_changed(r);
+        ep_resolve_jit_source_changed(r);
 }
 
 /* ---- files ---- */
@@ -157,7 +120,7 @@ static int cache_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], FileStat
         }
         if (evicted)
                 file_entry_done(r, &r->file_slots[slot]);
-        r->file_slots[slot] = (FileEntry) { .state = state, .elf = elf, .since_ns = now_ns() };
+        r->file_slots[slot] = (FileEntry) { .state = state, .elf = elf, .since_ns = ep_resolver_now_ns() };
         if (elf)
                 r->files_open++;
         return 0;
@@ -179,7 +142,7 @@ static void mark_bad(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], FileEntry
 }
 
 /* Returns the opened file, or -ENOEXEC/-EIO (bad file), -ENOENT/-ENXIO/... (no file). */
-static int get_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElfFile **ret) {
+int ep_resolver_get_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElfFile **ret) {
         int slot, fd, k;
 
         slot = ep_lru_get(r->files, id);
@@ -198,7 +161,7 @@ static int get_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElfFile 
                 case FILE_BAD:
                         return -ENOEXEC;
                 case FILE_MISSING:
-                        if (now_ns() - e->since_ns < r->config.missing_retry_ns)
+                        if (ep_resolver_now_ns() - e->since_ns < r->config.missing_retry_ns)
                                 return -ENOENT;
                         file_entry_done(r, e);
                         (void) ep_lru_remove(r->files, id);
@@ -237,7 +200,7 @@ static int get_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElfFile 
         return 0;
 }
 
-static void bad_file_seen(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], int error) {
+void ep_resolver_bad_file_seen(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], int error) {
         int slot = ep_lru_get(r->files, id);
 
         if (slot >= 0 && r->file_slots[slot].state == FILE_OPEN)
@@ -246,7 +209,7 @@ static void bad_file_seen(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], int 
 
 /* ---- results ---- */
 
-static int result_set(EpSymResult *res, uint8_t status, uint64_t elf_addr, const char *module,
+int ep_resolver_result_set(EpSymResult *res, uint8_t status, uint64_t elf_addr, const char *module,
                       char *function_owned) {
         _cleanup_free_ char *function = function_owned;
 
@@ -284,122 +247,16 @@ static const EpSymResult *cache_result(EpResolver *r, const ResultKey *key) {
         return &r->result_slots[slot];
 }
 
-static void drop_kernel_results(EpResolver *r) {
+void ep_resolver_drop_results(EpResolver *r, uint8_t kind) {
         for (uint32_t i = 0; i < r->config.max_results; i++) {
                 const ResultKey *key = ep_lru_slot_key(r->results, i);
 
-                if (key && key->kind == EP_FRAME_KERNEL) {
+                if (key && key->kind == kind) {
                         ResultKey copy = *key;
                         ep_sym_result_done(&r->result_slots[i]);
                         (void) ep_lru_remove(r->results, &copy);
                 }
         }
-}
-
-static int symbolize_native(EpResolver *r, const ResultKey *key, bool *ret_cacheable) {
-        EpElfFile *elf;
-        uint64_t vaddr;
-        char *name = NULL;
-        int k;
-
-        *ret_cacheable = false;
-
-        k = get_file(r, key->file_id, &elf);
-        if (k == -ENOMEM)
-                return k;
-        if (k == -ENOEXEC || k == -EIO)
-                return result_set(&r->scratch, EP_SYM_BAD_FILE, 0, "", NULL);
-        if (k < 0)
-                return result_set(&r->scratch, EP_SYM_NO_FILE, 0, "", NULL);
-
-        k = ep_elf_offset_to_vaddr(elf, key->addr, &vaddr);
-        if (k == -EIO) {
-                bad_file_seen(r, key->file_id, k);
-                return result_set(&r->scratch, EP_SYM_BAD_FILE, 0, "", NULL);
-        }
-        if (k < 0) {
-                *ret_cacheable = true;
-                return result_set(&r->scratch, EP_SYM_NOT_FOUND, 0, "", NULL);
-        }
-
-        /* A return address points after the call; the call itself is the byte before. */
-        uint64_t lookup = (key->flags & EP_FRAME_FLAG_RETURN_ADDRESS) && vaddr > 0 ? vaddr - 1 : vaddr;
-
-        k = ep_elf_lookup(elf, lookup, &name, NULL);
-        if (k == -ENOMEM)
-                return k;
-        if (k == -ENOEXEC || k == -EIO) {
-                bad_file_seen(r, key->file_id, k);
-                return result_set(&r->scratch, EP_SYM_BAD_FILE, vaddr, "", NULL);
-        }
-        *ret_cacheable = true;
-        if (k < 0)
-                return result_set(&r->scratch, EP_SYM_NOT_FOUND, vaddr, "", NULL);
-        return result_set(&r->scratch, EP_SYM_OK, vaddr, "", name);
-}
-
-static int load_kallsyms(EpResolver *r) {
-        _cleanup_close_ int fd = -EBADF;
-        EpKallsyms *k = NULL;
-        uint64_t now = now_ns();
-        int e;
-
-        fd = r->source.open_kallsyms(r->source.userdata);
-        if (fd < 0) {
-                if (fd != -ENXIO)
-                        r->kallsyms_failed_ns = now;
-                return fd;
-        }
-
-        e = ep_kallsyms_parse_fd(fd, &k);
-        if (e < 0) {
-                r->kallsyms_failed_ns = now;
-                if (e == -EPERM)
-                        ep_sym_stats_error(r->stats, "kallsyms addresses are hidden (kptr_restrict)");
-                else
-                        ep_sym_stats_error(r->stats, "kallsyms: %s", strerror(-e));
-                return log_warning_errno(e, "Failed to read kallsyms: %m");
-        }
-
-        bool reload = r->kallsyms != NULL;
-        ep_kallsyms_free(r->kallsyms);
-        r->kallsyms = k;
-        r->kallsyms_loaded_ns = now;
-        r->kallsyms_failed_ns = 0;
-        if (reload)
-                drop_kernel_results(r); /* modules may have moved */
-        log_debug("Read %zu kernel text symbols, %zu modules.", ep_kallsyms_count(k), ep_kallsyms_modules(k));
-        return 0;
-}
-
-static int symbolize_kernel(EpResolver *r, const ResultKey *key, bool *ret_cacheable) {
-        const char *name, *module;
-        uint64_t now = now_ns();
-        int k;
-
-        *ret_cacheable = false;
-
-        if (!r->kallsyms && (r->kallsyms_failed_ns == 0 || now - r->kallsyms_failed_ns >= KALLSYMS_RETRY_NS))
-                (void) load_kallsyms(r);
-        if (!r->kallsyms)
-                return result_set(&r->scratch, EP_SYM_NO_FILE, key->addr, "", NULL);
-
-        uint64_t lookup = (key->flags & EP_FRAME_FLAG_RETURN_ADDRESS) && key->addr > 0 ? key->addr - 1 : key->addr;
-
-        k = ep_kallsyms_lookup(r->kallsyms, lookup, &name, &module, NULL);
-        if (k < 0 && now - r->kallsyms_loaded_ns >= r->config.kallsyms_refresh_ns &&
-            (r->kallsyms_failed_ns == 0 || now - r->kallsyms_failed_ns >= KALLSYMS_RETRY_NS) &&
-            load_kallsyms(r) >= 0)
-                k = ep_kallsyms_lookup(r->kallsyms, lookup, &name, &module, NULL);
-        if (k < 0)
-                /* Not cached: a module loaded later may cover it after the next refresh. */
-                return result_set(&r->scratch, EP_SYM_NOT_FOUND, key->addr, "", NULL);
-
-        char *copy = strdup(name);
-        if (!copy)
-                return -ENOMEM;
-        *ret_cacheable = true;
-        return result_set(&r->scratch, EP_SYM_OK, key->addr, module, copy);
 }
 
 static void count(EpResolver *r, uint8_t status) {
@@ -412,19 +269,29 @@ static void count(EpResolver *r, uint8_t status) {
         }
 }
 
-int ep_resolver_symbolize(EpResolver *r, uint8_t kind, const uint8_t file_id[EP_FILE_ID_SIZE],
-                          uint64_t addr, uint8_t flags, const EpSymResult **ret) {
-        ResultKey key = {
-                .kind = kind,
-                .flags = flags & EP_FRAME_FLAG_RETURN_ADDRESS,
-                .addr = addr,
+static void result_key(const EpSymRequest *req, ResultKey *ret) {
+        *ret = (ResultKey) {
+                .kind = req->kind,
+                .flags = req->flags & EP_FRAME_FLAG_RETURN_ADDRESS,
+                .addr = req->addr,
         };
+        switch (req->kind) {
+        case EP_FRAME_NATIVE:
+                memcpy(ret->file_id, req->file_id, EP_FILE_ID_SIZE);
+                break;
+        case EP_FRAME_UNMAPPED:
+                memcpy(ret->file_id, &req->pid, sizeof req->pid);
+                memcpy(ret->file_id + sizeof req->pid, &req->start_time_ns, sizeof req->start_time_ns);
+                break;
+        }
+}
+
+int ep_resolver_symbolize(EpResolver *r, const EpSymRequest *req, const EpSymResult **ret) {
         bool cacheable = false;
+        ResultKey key;
         int slot, k;
 
-        if (kind == EP_FRAME_NATIVE)
-                memcpy(key.file_id, file_id, EP_FILE_ID_SIZE);
-
+        result_key(req, &key);
         slot = ep_lru_get(r->results, &key);
         if (slot >= 0) {
                 if (r->stats)
@@ -434,16 +301,20 @@ int ep_resolver_symbolize(EpResolver *r, uint8_t kind, const uint8_t file_id[EP_
                 return 0;
         }
 
-        switch (kind) {
+        ep_sym_result_done(&r->scratch);
+        switch (req->kind) {
         case EP_FRAME_NATIVE:
-                k = symbolize_native(r, &key, &cacheable);
+                k = ep_resolve_native(r, req, &r->scratch, &cacheable);
                 break;
         case EP_FRAME_KERNEL:
-                k = symbolize_kernel(r, &key, &cacheable);
+                k = ep_resolve_kernel(r, req, &r->scratch, &cacheable);
+                break;
+        case EP_FRAME_UNMAPPED:
+                k = ep_resolve_jit(r, req, &r->scratch, &cacheable);
                 break;
         default:
                 /* Nothing to look up for other kinds. */
-                k = result_set(&r->scratch, EP_SYM_NOT_FOUND, 0, "", NULL);
+                k = ep_resolver_result_set(&r->scratch, EP_SYM_NOT_FOUND, 0, "", NULL);
                 break;
         }
         if (k < 0) {
@@ -462,7 +333,7 @@ int ep_resolver_file_info(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE],
 
         *ret = (EpFileInfo) {};
 
-        k = get_file(r, file_id, &elf);
+        k = ep_resolver_get_file(r, file_id, &elf);
         if (k == -ENOMEM)
                 return k;
         if (k == -ENOEXEC || k == -EIO)
@@ -474,7 +345,7 @@ int ep_resolver_file_info(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE],
                 if (k == -ENOMEM)
                         return k;
                 if (k < 0) {
-                        bad_file_seen(r, file_id, k);
+                        ep_resolver_bad_file_seen(r, file_id, k);
                         ret->status = EP_SYM_BAD_FILE;
                 } else
                         ret->status = EP_SYM_OK;

@@ -5,7 +5,8 @@
  * the loader's OpenFile / OpenKallsyms), keeps a bounded LRU of opened ELF files and a bounded
  * LRU of results, and names native frames from ELF symbols and kernel frames from kallsyms.
  * Results are shaped for the response message: a status, the ELF-space address, the module
- * and a list of lines, innermost first (one line today; inline chains from DWARF later). */
+ * and a list of lines, innermost first (an inlined callee before its caller). The work per
+ * frame kind lives in resolve-native.c, resolve-kernel.c and resolve-jit.c. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,17 +16,32 @@
 #include "stats.h"
 #include "wire.h"
 
-/* Where descriptors come from. Both return a new fd (>= 0, owned by the caller) or a negative
- * errno: -ENOENT the file is gone, -ENXIO no provider right now (loader absent). */
+/* Where descriptors come from. Each returns a new fd (>= 0, owned by the caller) or a negative
+ * errno: -ENOENT the file is gone / does not exist, -ENXIO no provider right now (loader
+ * absent), -EPERM refused. Members other than open_file may be NULL (treated as -ENXIO). */
 typedef struct EpFileSource {
         int (*open_file)(void *userdata, const uint8_t file_id[EP_FILE_ID_SIZE]);
         int (*open_kallsyms)(void *userdata);
+        int (*open_kernel_modules)(void *userdata);      /* /proc/modules text */
+        int (*open_perf_map)(void *userdata, uint32_t pid); /* /tmp/perf-PID.map of that process */
         void *userdata;
 } EpFileSource;
 
+/* One frame to name. */
+typedef struct EpSymRequest {
+        uint8_t kind;  /* EP_FRAME_* */
+        uint8_t flags; /* EP_FRAME_FLAG_* */
+        uint8_t file_id[EP_FILE_ID_SIZE]; /* EP_FRAME_NATIVE */
+        uint64_t addr; /* file offset (native), kernel address, process address (unmapped) */
+        uint32_t pid;  /* EP_FRAME_UNMAPPED: the process whose perf map may name addr */
+        uint64_t start_time_ns; /* ... and its start time, so a reused pid is another process */
+        const char *path; /* native: the file's path as its process maps it (may be NULL or
+                           * not reachable from here); a hint for .gnu_debuglink lookups */
+} EpSymRequest;
+
 typedef struct EpSymLine {
         char *function;
-        char *file;    /* "" until DWARF lines are read */
+        char *file;    /* source file, "" when unknown */
         uint32_t line; /* 0 when unknown */
 } EpSymLine;
 
@@ -66,8 +82,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(EpResolver *, ep_resolver_free);
 
 /* Symbolizes one frame. *ret points at a result owned by the resolver, valid until the next
  * call. Fails only on -ENOMEM (every other problem is a status in the result). */
-int ep_resolver_symbolize(EpResolver *r, uint8_t kind, const uint8_t file_id[EP_FILE_ID_SIZE],
-                          uint64_t addr, uint8_t flags, const EpSymResult **ret);
+int ep_resolver_symbolize(EpResolver *r, const EpSymRequest *req, const EpSymResult **ret);
 int ep_resolver_file_info(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE], EpFileInfo *ret);
 
 /* The file source changed (the loader came back): forget files it could not open. */

@@ -8,6 +8,7 @@
 #include "session.h"
 #include "shm-ring.h"
 #include "wire-buf.h"
+#include "wire-sym.h"
 #include "wire.h"
 
 typedef struct Pending {
@@ -181,27 +182,35 @@ static void put_result(EpWriter *w, uint64_t cookie, const EpSymResult *res) {
 
 /* Serializes the answer to one request into s->w; returns its message type, 0 for none. */
 static uint16_t handle_sym_request(EpSession *s, const void *payload, size_t len) {
-        uint8_t file_id[EP_FILE_ID_SIZE];
+        _cleanup_free_ char *path = NULL;
         const EpSymResult *res;
+        EpSymRequestMsg msg;
         EpReader rd;
-        size_t path_len;
         int k;
 
         ep_reader_init(&rd, payload, len);
-        uint64_t cookie = ep_get_u64(&rd);
-        uint8_t kind = ep_get_u8(&rd);
-        ep_get_bytes(&rd, file_id, sizeof file_id);
-        uint64_t addr = ep_get_u64(&rd);
-        uint8_t flags = ep_get_u8(&rd);
-        (void) ep_get_blob(&rd, EP_SESSION_PATH_MAX, &path_len); /* for messages only */
-        if (!ep_reader_done(&rd)) {
+        if (!ep_get_sym_request(&rd, EP_SESSION_PATH_MAX, &msg)) {
                 bad_request(s, EP_MSG_SYM_REQUEST, "bad layout");
                 return 0;
         }
         if (s->stats)
                 s->stats->requests++;
+        uint64_t cookie = msg.cookie;
 
-        k = ep_resolver_symbolize(s->resolver, kind, file_id, addr, flags, &res);
+        if (msg.path_len > 0 && !memchr(msg.path, 0, msg.path_len))
+                path = strndup(msg.path, msg.path_len);
+
+        EpSymRequest req = {
+                .kind = msg.kind,
+                .flags = msg.flags,
+                .addr = msg.addr,
+                .pid = msg.pid,
+                .start_time_ns = msg.start_time_ns,
+                .path = path,
+        };
+        memcpy(req.file_id, msg.file_id, EP_FILE_ID_SIZE);
+
+        k = ep_resolver_symbolize(s->resolver, &req, &res);
         if (k < 0) {
                 /* Out of memory: still answer, so the client does not wait forever. */
                 EpSymResult none = { .status = EP_SYM_NO_FILE, .module = (char *) "" };

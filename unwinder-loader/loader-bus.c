@@ -11,6 +11,7 @@
 #include "config.h"
 #include "file-id.h"
 #include "hashmap.h"
+#include "jit-map-open.h"
 #include "log.h"
 #include "loader.h"
 #include "native-unwind.h"
@@ -92,6 +93,40 @@ static int method_open_kallsyms(sd_bus_message *m, void *userdata, sd_bus_error 
 
         if (fd < 0)
                 return sd_bus_error_set_errnof(error, errno, "Cannot open /proc/kallsyms: %m");
+        return sd_bus_reply_method_return(m, "h", fd);
+}
+
+static int method_open_kernel_modules(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_close_ int fd = open("/proc/modules", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+        if (fd < 0 && errno == ENOENT)
+                return sd_bus_error_setf(error, ERROR_NO_SUCH_FILE,
+                                         "This kernel has no loadable modules (no /proc/modules).");
+        if (fd < 0)
+                return sd_bus_error_set_errnof(error, errno, "Cannot open /proc/modules: %m");
+        return sd_bus_reply_method_return(m, "h", fd);
+}
+
+static int method_open_perf_map(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_close_ int fd = -EBADF;
+        uint32_t pid;
+        int r;
+
+        r = sd_bus_message_read(m, "u", &pid);
+        if (r < 0)
+                return r;
+        if (pid == 0 || pid > INT32_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Invalid pid %" PRIu32 ".", pid);
+        fd = ep_open_perf_map((pid_t) pid);
+        if (fd == -ENOENT || fd == -ESRCH)
+                return sd_bus_error_setf(error, ERROR_NO_SUCH_FILE, "Process %" PRIu32 " has no perf map.", pid);
+        if (fd == -EPERM)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                         "The perf map of process %" PRIu32 " is not a regular file owned by "
+                                         "its user, or is reached through a symbolic link.", pid);
+        if (fd < 0)
+                return sd_bus_error_set_errnof(error, -fd, "Cannot open the perf map of process %" PRIu32 ": %m",
+                                               pid);
         return sd_bus_reply_method_return(m, "h", fd);
 }
 
@@ -206,6 +241,8 @@ static const sd_bus_vtable loader_vtable[] = {
         SD_BUS_METHOD("OpenTraceRing", "", "hh", method_open_trace_ring, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("OpenFile", "ay", "h", method_open_file, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("OpenKallsyms", "", "h", method_open_kallsyms, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("OpenKernelModules", "", "h", method_open_kernel_modules, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("OpenPerfMap", "u", "h", method_open_perf_map, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("SetFrequency", "u", "", method_set_frequency, 0),
         SD_BUS_PROPERTY("Version", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Frequency", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),

@@ -22,6 +22,7 @@
 #include "shm-ring.h"
 #include "test-util.h"
 #include "wire-buf.h"
+#include "wire-sym.h"
 #include "wire.h"
 
 static const char *target;
@@ -147,15 +148,15 @@ static void send_request(EpRing *req, uint16_t type, uint64_t cookie, uint8_t ki
         EpWriter w;
 
         ep_writer_init(&w, buf, sizeof buf);
-        ep_put_u64(&w, cookie);
         if (type == EP_MSG_SYM_REQUEST) {
-                ep_put_u8(&w, kind);
+                EpSymRequestMsg m = { .cookie = cookie, .kind = kind, .addr = addr, .path = "/some/path" };
+                memcpy(m.file_id, id, sizeof id);
+                ep_put_sym_request(&w, &m);
+        } else {
+                ep_put_u64(&w, cookie);
                 ep_put_bytes(&w, id, sizeof id);
-                ep_put_u64(&w, addr);
-                ep_put_u8(&w, 0);
-        } else
-                ep_put_bytes(&w, id, sizeof id);
-        ep_put_str(&w, "/some/path");
+                ep_put_str(&w, "/some/path");
+        }
         CHECK_INT(ep_ring_push(req, type, buf, (uint32_t) w.size), 0);
         CHECK_INT(ep_ring_notify(req), 0);
 }

@@ -155,9 +155,9 @@ static int fake_open_kallsyms(void *userdata) {
 }
 
 static const EpSymResult *sym(EpResolver *r, uint8_t kind, uint8_t file, uint64_t addr, uint8_t flags) {
-        uint8_t id[EP_FILE_ID_SIZE] = { file };
+        EpSymRequest req = { .kind = kind, .flags = flags, .file_id = { file }, .addr = addr };
         const EpSymResult *res = NULL;
-        CHECK_INT(ep_resolver_symbolize(r, kind, id, addr, flags, &res), 0);
+        CHECK_INT(ep_resolver_symbolize(r, &req, &res), 0);
         CHECK(res);
         return res;
 }

@@ -11,6 +11,7 @@
 #include "shm-ring.h"
 #include "test-util.h"
 #include "wire-buf.h"
+#include "wire-sym.h"
 
 static const char *target;
 static uint64_t beta_offset;
@@ -30,13 +31,11 @@ static void push_sym_request(EpRing *req, uint64_t cookie, uint8_t kind, uint8_t
         uint8_t buf[256], id[EP_FILE_ID_SIZE] = { file };
         EpWriter w;
 
+        EpSymRequestMsg m = { .cookie = cookie, .kind = kind, .addr = addr, .flags = flags,
+                              .path = "/usr/bin/whatever" };
+        memcpy(m.file_id, id, sizeof id);
         ep_writer_init(&w, buf, sizeof buf);
-        ep_put_u64(&w, cookie);
-        ep_put_u8(&w, kind);
-        ep_put_bytes(&w, id, sizeof id);
-        ep_put_u64(&w, addr);
-        ep_put_u8(&w, flags);
-        ep_put_str(&w, "/usr/bin/whatever");
+        ep_put_sym_request(&w, &m);
         CHECK(!w.overflow);
         CHECK_INT(ep_ring_push(req, EP_MSG_SYM_REQUEST, buf, (uint32_t) w.size), 0);
 }
@@ -45,13 +44,10 @@ static bool try_push_sym_request(EpRing *req, uint64_t cookie, uint64_t addr) {
         uint8_t buf[256], id[EP_FILE_ID_SIZE] = { 1 };
         EpWriter w;
 
+        EpSymRequestMsg m = { .cookie = cookie, .kind = EP_FRAME_NATIVE, .addr = addr };
+        memcpy(m.file_id, id, sizeof id);
         ep_writer_init(&w, buf, sizeof buf);
-        ep_put_u64(&w, cookie);
-        ep_put_u8(&w, EP_FRAME_NATIVE);
-        ep_put_bytes(&w, id, sizeof id);
-        ep_put_u64(&w, addr);
-        ep_put_u8(&w, 0);
-        ep_put_str(&w, "");
+        ep_put_sym_request(&w, &m);
         return ep_ring_push(req, EP_MSG_SYM_REQUEST, buf, (uint32_t) w.size) == 0;
 }
 

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Shared between resolver.c (caches, dispatch) and the per-kind resolvers:
+ * resolve-native.c (ELF files), resolve-kernel.c (kallsyms, modules, BPF programs) and
+ * resolve-jit.c (perf maps of processes). Each per-kind file owns its own state, reached
+ * through an opaque pointer in EpResolver, created on first use and freed by its _free(). */
+
+#include "lru.h"
+#include "resolver.h"
+
+typedef struct ResolverKernel ResolverKernel;
+typedef struct ResolverJit ResolverJit;
+
+typedef enum FileState {
+        FILE_OPEN,
+        FILE_BAD,     /* not a usable ELF: answered BAD_FILE until evicted */
+        FILE_MISSING, /* the source could not open it: answered NO_FILE for a while */
+} FileState;
+
+typedef struct FileEntry {
+        FileState state;
+        EpElfFile *elf;
+        uint64_t since_ns;
+} FileEntry;
+
+/* The result cache's key. For EP_FRAME_UNMAPPED, file_id holds the pid (4 bytes) and the
+ * start time (8 bytes): a perf map names addresses of one process only. */
+typedef struct ResultKey {
+        uint8_t kind, flags;
+        uint8_t pad[6];
+        uint8_t file_id[EP_FILE_ID_SIZE];
+        uint64_t addr;
+} ResultKey;
+
+struct EpResolver {
+        EpFileSource source;
+        EpResolverConfig config;
+        EpSymStats *stats;
+
+        EpLru *files;
+        FileEntry *file_slots;
+        uint32_t files_open;
+
+        EpLru *results;
+        EpSymResult *result_slots;
+        EpSymResult scratch; /* results that are not cached */
+
+        ResolverKernel *kernel;
+        ResolverJit *jit;
+};
+
+uint64_t ep_resolver_now_ns(void);
+
+/* Replaces *res with a result of one line (function_owned may be NULL: no line; it is taken
+ * even on failure). Returns 0 or -ENOMEM. */
+int ep_resolver_result_set(EpSymResult *res, uint8_t status, uint64_t elf_addr, const char *module,
+                           char *function_owned);
+
+/* The opened file with that ID: 0, or -ENOEXEC/-EIO (bad file), -ENOENT/-ENXIO/... (no
+ * file), -ENOMEM. */
+int ep_resolver_get_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElfFile **ret);
+/* A read of an open file failed with -ENOEXEC/-EIO: answer BAD_FILE for it from now on. */
+void ep_resolver_bad_file_seen(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], int error);
+/* Forgets every cached result of that frame kind (kernel symbols moved, a perf map changed). */
+void ep_resolver_drop_results(EpResolver *r, uint8_t kind);
+
+/* Each fills *out (empty on entry) and sets *ret_cacheable when the answer may be reused for
+ * the same key. Only -ENOMEM is returned as an error; everything else is a status. */
+int ep_resolve_native(EpResolver *r, const EpSymRequest *req, EpSymResult *out, bool *ret_cacheable);
+int ep_resolve_kernel(EpResolver *r, const EpSymRequest *req, EpSymResult *out, bool *ret_cacheable);
+int ep_resolve_jit(EpResolver *r, const EpSymRequest *req, EpSymResult *out, bool *ret_cacheable);
+
+/* The file source came back: forget what it could not provide before. */
+void ep_resolve_kernel_source_changed(EpResolver *r);
+void ep_resolve_jit_source_changed(EpResolver *r);
+
+void ep_resolve_kernel_free(EpResolver *r);
+void ep_resolve_jit_free(EpResolver *r);

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "jit-map-open.h"
+#include "macro.h"
+
+int ep_parse_status_nspid(const char *status, pid_t *ret) {
+        const char *p = status;
+
+        for (;;) {
+                if (strncmp(p, "NSpid:", 6) == 0)
+                        break;
+                p = strchr(p, '\n');
+                if (!p)
+                        return -ENOENT;
+                p++;
+        }
+        p += 6;
+
+        /* The last number on the line is the pid in the innermost namespace. */
+        long last = -1;
+        for (;;) {
+                char *end;
+                long v;
+
+                while (*p == ' ' || *p == '\t')
+                        p++;
+                if (*p == '\n' || *p == '\0')
+                        break;
+                errno = 0;
+                v = strtol(p, &end, 10);
+                if (end == p || errno != 0 || v <= 0 || v > INT32_MAX)
+                        return -EINVAL;
+                last = v;
+                p = end;
+        }
+        if (last < 0)
+                return -ENOENT;
+        *ret = (pid_t) last;
+        return 0;
+}
+
+static int read_status(pid_t pid, char *buf, size_t size) {
+        char path[64];
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? -ESRCH : -errno;
+        n = read(fd, buf, size - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = '\0';
+        return 0;
+}
+
+int ep_open_perf_map(pid_t pid) {
+        char buf[4096], path[64];
+        _cleanup_close_ int root = -EBADF, fd = -EBADF;
+        struct stat proc_st, st;
+        pid_t nspid;
+        int r;
+
+        if (pid <= 0)
+                return -EINVAL;
+        r = read_status(pid, buf, sizeof(buf));
+        if (r < 0)
+                return r;
+        r = ep_parse_status_nspid(buf, &nspid);
+        if (r == -ENOENT)
+                nspid = pid; /* kernels without NSpid: no pid namespaces to translate */
+        else if (r < 0)
+                return r;
+
+        snprintf(path, sizeof(path), "/proc/%d/root", (int) pid);
+        root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return errno == ENOENT ? -ESRCH : -errno;
+        snprintf(path, sizeof(path), "/proc/%d", (int) pid);
+        if (stat(path, &proc_st) < 0)
+                return -ESRCH;
+
+        struct open_how how = {
+                .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        snprintf(path, sizeof(path), "tmp/perf-%d.map", (int) nspid);
+        fd = (int) syscall(SYS_openat2, root, path, &how, sizeof(how));
+        if (fd < 0)
+                return errno == ELOOP ? -EPERM : -errno;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        /* /proc/PID is owned by the process's effective user. */
+        if (!S_ISREG(st.st_mode) || (st.st_uid != proc_st.st_uid && st.st_uid != 0))
+                return -EPERM;
+        if ((uint64_t) st.st_size > EP_PERF_MAP_MAX_SIZE)
+                return -EFBIG;
+        return TAKE_FD(fd);
+}
