@@ -23,6 +23,8 @@ build_pkgs=(
         libbpf-dev bpftool libelf-dev libdw-dev libsystemd-dev
         libprotobuf-c-dev protobuf-c-compiler libcurl4-openssl-dev
         libsqlite3-dev zlib1g-dev libzstd-dev libssl-dev dbus
+        # C++ and Rust demangling (the symbolizer links its static libiberty)
+        libiberty-dev
 )
 test_pkgs=(
         protobuf-compiler python3-protobuf python3-pytest gdb linux-perf
@@ -31,6 +33,8 @@ test_pkgs=(
         xz-utils openssl sqlite3 gzip
         # names glibc's internal frames (__libc_start_call_main, start_thread) in the tests
         libc6-dbg
+        # stripped Go programs for the .gopclntab tests
+        golang-go
 )
 want=("${build_pkgs[@]}")
 [ "$test_deps" = 1 ] && want+=("${test_pkgs[@]}")

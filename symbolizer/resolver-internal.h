@@ -11,6 +11,7 @@
 
 typedef struct ResolverKernel ResolverKernel;
 typedef struct ResolverJit ResolverJit;
+typedef struct ResolverGo ResolverGo;
 
 typedef enum FileState {
         FILE_OPEN,
@@ -48,6 +49,7 @@ struct EpResolver {
 
         ResolverKernel *kernel;
         ResolverJit *jit;
+        ResolverGo *go;
 };
 
 uint64_t ep_resolver_now_ns(void);
@@ -70,6 +72,15 @@ void ep_resolver_drop_results(EpResolver *r, uint8_t kind);
 int ep_resolve_native(EpResolver *r, const EpSymRequest *req, EpSymResult *out, bool *ret_cacheable);
 int ep_resolve_kernel(EpResolver *r, const EpSymRequest *req, EpSymResult *out, bool *ret_cacheable);
 int ep_resolve_jit(EpResolver *r, const EpSymRequest *req, EpSymResult *out, bool *ret_cacheable);
+
+/* Go programs, from .gopclntab (resolve-go.c): called by ep_resolve_native() first. lookup is
+ * the ELF address to look up (already moved back into the call instruction for return
+ * addresses), elf_addr the one to report. Returns 1 with *out filled when the file is a Go
+ * program whose table covers lookup, 0 when other sources should be tried (not Go, or not
+ * covered), -ENOMEM. */
+int ep_resolve_go(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE], EpElfFile *elf, uint64_t lookup,
+                  uint64_t elf_addr, EpSymResult *out);
+void ep_resolve_go_free(EpResolver *r);
 
 /* The file source came back: forget what it could not provide before. */
 void ep_resolve_kernel_source_changed(EpResolver *r);

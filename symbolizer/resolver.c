@@ -82,6 +82,7 @@ EpResolver *ep_resolver_free(EpResolver *r) {
         ep_lru_free(r->results);
         ep_resolve_kernel_free(r);
         ep_resolve_jit_free(r);
+        ep_resolve_go_free(r);
         free(r);
         return NULL;
 }
