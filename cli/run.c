@@ -47,6 +47,8 @@ typedef struct RunArgs {
         const char *endpoint;
         const char *user;
         const char *log_level;
+        const char *debug_dirs[8]; /* --debug-dir, passed to the symbolizer as given */
+        size_t n_debug_dirs;
         bool private_bus;
 } RunArgs;
 
@@ -424,6 +426,8 @@ static void help(void) {
                "      --interval DURATION    aggregation interval of the store (collector default)\n"
                "      --store PATH           the profile store (default " EP_STORE_DEFAULT_PATH ")\n"
                "      --cache-dir DIR        the symbolizer's cache (default " EP_CACHE_DIR ")\n"
+               "      --debug-dir DIR        where the symbolizer looks for separate debug files\n"
+               "                             (repeatable or a colon list; default /usr/lib/debug)\n"
                "      --otlp-endpoint URL    also export OTLP profiles to URL\n"
                "      --private-bus          always start a private bus\n"
                "      --user NAME            the unprivileged user (default " EP_UNPRIVILEGED_USER ")\n"
@@ -442,6 +446,7 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 ARG_PRIVATE_BUS,
                 ARG_USER,
                 ARG_LOG_LEVEL,
+                ARG_DEBUG_DIR,
         };
         static const struct option options[] = {
                 { "duration", required_argument, NULL, ARG_DURATION },
@@ -453,6 +458,7 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 { "private-bus", no_argument, NULL, ARG_PRIVATE_BUS },
                 { "user", required_argument, NULL, ARG_USER },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
+                { "debug-dir", required_argument, NULL, ARG_DEBUG_DIR },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -511,6 +517,14 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                                                       optarg);
                         a->log_level = optarg;
                         break;
+                case ARG_DEBUG_DIR:
+                        if (!*optarg)
+                                return ep_usage_error("run", "--debug-dir needs a path");
+                        if (a->n_debug_dirs >= ELEMENTSOF(a->debug_dirs))
+                                return ep_usage_error("run", "at most %zu --debug-dir options",
+                                                      ELEMENTSOF(a->debug_dirs));
+                        a->debug_dirs[a->n_debug_dirs++] = optarg;
+                        break;
                 default:
                         return ep_getopt_error("run", c, argv);
                 }
@@ -522,7 +536,7 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
 /* argv of one daemon, with the options that concern it. */
 static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const char *store,
                           const char *cache_dir) {
-        const char *v[12];
+        const char *v[12 + 2 * ELEMENTSOF(a->debug_dirs)];
         size_t n = 0;
 
         v[n++] = path;
@@ -530,6 +544,10 @@ static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const 
         case SYMBOLIZER:
                 v[n++] = "--cache-dir";
                 v[n++] = cache_dir;
+                for (size_t k = 0; k < a->n_debug_dirs; k++) {
+                        v[n++] = "--debug-dir";
+                        v[n++] = a->debug_dirs[k];
+                }
                 break;
         case LOADER:
                 if (a->frequency) {

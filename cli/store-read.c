@@ -105,9 +105,11 @@ int ep_store_frame_name(const EpStoredFrame *f, const char *function, char **ret
                 break;
         case EP_FRAME_UNMAPPED:
         default:
-                if (function)
+                /* Named from the process's perf map (JIT code), the name as the JIT wrote it. */
+                if (function) {
+                        kind = EP_VIEW_NATIVE;
                         r = asprintf(&name, "%s", function);
-                else
+                } else
                         r = asprintf(&name, "[unmapped]");
                 break;
         }
@@ -388,6 +390,8 @@ static int read_samples(Reader *rd) {
         return 0;
 }
 
+_Static_assert(EP_FRAME_NATIVE == 1, "the frame query joins files for kind 1");
+
 int ep_store_read(sqlite3 *db, const EpStoreFilter *f, EpStoreReadFlags flags, EpCallTree *tree,
                   EpStoreSummary *ret) {
         Reader rd = { .db = db, .filter = f, .flags = flags, .tree = tree };
@@ -405,8 +409,10 @@ int ep_store_read(sqlite3 *db, const EpStoreFilter *f, EpStoreReadFlags flags, E
                 goto finish;
         }
         if ((r = prepare(db,
+                         /* frames.file is a files.id for native frames (kind 1) only,
+                          * a processes.id for unmapped ones */
                          "SELECT f.kind, f.addr, f.module, fi.path FROM frames f"
-                         " LEFT JOIN files fi ON fi.id = f.file WHERE f.id = ?1",
+                         " LEFT JOIN files fi ON fi.id = f.file AND f.kind = 1 WHERE f.id = ?1",
                          &rd.frame_stmt)) < 0 ||
             (r = prepare(db, "SELECT function FROM frame_lines WHERE frame = ?1 ORDER BY depth",
                          &rd.lines_stmt)) < 0 ||

@@ -68,6 +68,14 @@ void collector_export_close(Collector *c) {
         log_info("Exporter detached.");
 }
 
+/* The ELF virtual address of a native frame, 0 while unknown: what a backend symbolizes
+ * with the build IDs when we could not (the symbolizer reports it with OK and NOT_FOUND). */
+static uint64_t frame_elf_addr(const Frame *f) {
+        if (f->kind != EP_FRAME_NATIVE || f->sym_state != SYM_STATE_DONE)
+                return 0;
+        return f->status == EP_SYM_OK || f->status == EP_SYM_NOT_FOUND ? f->elf_addr : 0;
+}
+
 static void put_frame(Collector *c, Group *g, const Frame *f) {
         static const uint8_t no_file_id[EP_FILE_ID_SIZE] = {};
         const FileEntry *file = f->file ? &c->files.items[f->file] : NULL;
@@ -77,9 +85,11 @@ static void put_frame(Collector *c, Group *g, const Frame *f) {
         ep_put_u8(&g->w, f->kind);
         ep_put_bytes(&g->w, file ? file->file_id : no_file_id, EP_FILE_ID_SIZE);
         ep_put_blob(&g->w, file ? file->gnu_build_id : no_file_id, file ? file->gnu_build_id_len : 0);
+        ep_put_str(&g->w, file ? file->go_build_id : NULL);
         /* the mapping: the file's path, or the kernel module ("" = vmlinux) */
         ep_put_str(&g->w, file ? file->path : f->kind == EP_FRAME_KERNEL ? f->module : "");
         ep_put_u64(&g->w, f->addr);
+        ep_put_u64(&g->w, frame_elf_addr(f));
         ep_put_u16(&g->w, (uint16_t) n_lines);
         for (uint32_t i = 0; i < n_lines; i++) {
                 ep_put_str(&g->w, f->lines[i].function);

@@ -8,7 +8,7 @@
 
 typedef struct FrameKey {
         uint64_t addr;
-        uint32_t file;
+        uint32_t file; /* EP_FRAME_UNMAPPED: the process (such frames have no file) */
         uint8_t kind;
         uint8_t flags;
         uint16_t zero;
@@ -30,11 +30,12 @@ void frame_table_done(FrameTable *t) {
         *t = (FrameTable) {};
 }
 
-int frame_table_intern(FrameTable *t, uint8_t kind, uint8_t flags, uint32_t file, uint64_t addr,
-                       uint32_t *ret_idx) {
+int frame_table_intern(FrameTable *t, uint8_t kind, uint8_t flags, uint32_t file, uint32_t process,
+                       uint64_t addr, uint32_t *ret_idx) {
+        bool unmapped = kind == EP_FRAME_UNMAPPED;
         FrameKey key = {
                 .addr = addr,
-                .file = file,
+                .file = unmapped ? process : file,
                 .kind = kind,
                 .flags = flags & EP_FRAME_FLAG_RETURN_ADDRESS,
         };
@@ -50,7 +51,8 @@ int frame_table_intern(FrameTable *t, uint8_t kind, uint8_t flags, uint32_t file
         *v = (uint32_t) t->n;
         t->items[t->n] = (Frame) {
                 .addr = addr,
-                .file = file,
+                .file = unmapped ? 0 : file,
+                .process = unmapped ? process : 0,
                 .kind = kind,
                 .flags = key.flags,
         };

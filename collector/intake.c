@@ -26,6 +26,20 @@ int trace_msg_validate(const void *payload, size_t len) {
         return 0;
 }
 
+/* An UNMAPPED frame the symbolizer could not name is asked again when a later trace uses it,
+ * this many times at most, and no sooner than this many intervals after the last request: a
+ * JIT writes its perf map lazily, and may create the map after its first samples. */
+#define UNMAPPED_MAX_ASKS 3
+#define UNMAPPED_ASK_AGAIN_INTERVALS 2
+
+static int queue_unmapped(Collector *c, uint32_t idx) {
+        Frame *f = frame_table_get(&c->frames, idx);
+
+        f->sym_asks++;
+        f->asked_seq = (uint16_t) c->current->seq;
+        return collector_sym_queue_frame(c, idx);
+}
+
 static int frame_is_new(Collector *c, uint32_t idx) {
         Frame *f = frame_table_get(&c->frames, idx);
 
@@ -33,12 +47,25 @@ static int frame_is_new(Collector *c, uint32_t idx) {
         case EP_FRAME_NATIVE:
         case EP_FRAME_KERNEL:
                 return collector_sym_queue_frame(c, idx);
+        case EP_FRAME_UNMAPPED:
+                /* JIT code: named from the process's perf map, if it has one. */
+                return queue_unmapped(c, idx);
         default:
-                /* Nothing a symbolizer could name (anonymous memory, unwind stop markers). */
+                /* Nothing a symbolizer could name (unwind stop markers). */
                 f->sym_state = SYM_STATE_NONE;
                 f->status = EP_SYM_NOT_FOUND;
                 return 0;
         }
+}
+
+static int frame_seen_again(Collector *c, uint32_t idx) {
+        Frame *f = frame_table_get(&c->frames, idx);
+
+        if (f->kind != EP_FRAME_UNMAPPED || f->sym_state != SYM_STATE_DONE || f->status == EP_SYM_OK ||
+            f->sym_asks >= UNMAPPED_MAX_ASKS ||
+            (uint16_t) ((uint16_t) c->current->seq - f->asked_seq) < UNMAPPED_ASK_AGAIN_INTERVALS)
+                return 0;
+        return queue_unmapped(c, idx);
 }
 
 static int intake_trace(Collector *c, const void *payload, size_t len) {
@@ -67,30 +94,35 @@ static int intake_trace(Collector *c, const void *payload, size_t len) {
                                             " that was never announced.", frames[i].file_key);
         }
 
-        for (size_t i = 0; i < h.n_frames; i++) {
-                const EpFrame *f = &frames[i];
-                uint32_t file = f->kind == EP_FRAME_NATIVE ? file_table_by_key(&c->files, f->file_key) : 0;
-
-                r = frame_table_intern(&c->frames, f->kind, f->flags, file, f->addr, &ids[i]);
-                if (r < 0)
-                        return r;
-                if (r > 0) {
-                        r = frame_is_new(c, ids[i]);
-                        if (r < 0)
-                                return r;
-                }
-        }
-
-        r = stack_table_intern(&c->stacks, ids, h.n_frames, &stack);
-        if (r < 0)
-                return r;
-
+        /* The process first: UNMAPPED frames belong to it. */
         memcpy(thread_name, h.comm, EP_COMM_LEN);
         thread_name[EP_COMM_LEN] = 0;
         r = process_table_for_trace(&c->processes, h.pid, thread_name, &process);
         if (r < 0)
                 return r;
         p = process_table_get(&c->processes, process);
+
+        for (size_t i = 0; i < h.n_frames; i++) {
+                const EpFrame *f = &frames[i];
+                uint32_t file = f->kind == EP_FRAME_NATIVE ? file_table_by_key(&c->files, f->file_key) : 0;
+
+                r = frame_table_intern(&c->frames, f->kind, f->flags, file, process, f->addr, &ids[i]);
+                if (r < 0)
+                        return r;
+                if (r > 0) {
+                        if (f->kind == EP_FRAME_UNMAPPED)
+                                p->pinned = true;
+                        r = frame_is_new(c, ids[i]);
+                } else
+                        r = frame_seen_again(c, ids[i]);
+                if (r < 0)
+                        return r;
+        }
+
+        r = stack_table_intern(&c->stacks, ids, h.n_frames, &stack);
+        if (r < 0)
+                return r;
+
         p->last_seq = c->current->seq;
 
         r = interval_add(c->current,

@@ -32,7 +32,9 @@ static const StoreSymbol *frame_symbol(const Frame *f, StoreSymbol *buf) {
         case SYM_STATE_DONE:
                 *buf = (StoreSymbol) {
                         .status = f->status,
-                        .elf_addr_known = f->status == EP_SYM_OK || f->status == EP_SYM_NOT_FOUND,
+                        /* 0: the offset lies in no loaded segment, there is no ELF address */
+                        .elf_addr_known = (f->status == EP_SYM_OK || f->status == EP_SYM_NOT_FOUND) &&
+                                          f->elf_addr != 0,
                         .elf_addr = f->elf_addr,
                         /* module only means something for kernel frames ("" = vmlinux) */
                         .module = f->kind == EP_FRAME_KERNEL ? (f->module ?: "") : NULL,
@@ -46,6 +48,18 @@ static const StoreSymbol *frame_symbol(const Frame *f, StoreSymbol *buf) {
         default:
                 return NULL;
         }
+}
+
+static int put_process(Collector *c, Process *p, Undo *undo) {
+        int r;
+
+        if (p->store_id != 0)
+                return 0;
+        r = store_put_process(c->store, p->pid, p->start_time_ns, p->comm, p->exe, p->container_id,
+                              &p->store_id);
+        if (r < 0)
+                return r;
+        return undo_note(undo, &p->store_id);
 }
 
 static int put_refs(Collector *c, const IntervalRefs *refs, Undo *undo) {
@@ -68,14 +82,33 @@ static int put_refs(Collector *c, const IntervalRefs *refs, Undo *undo) {
                         return r;
         }
 
+        /* Processes before frames: an UNMAPPED frame's row names its process's row. */
+        for (size_t i = 0; i < refs->n_processes; i++) {
+                r = put_process(c, &c->processes.items[refs->processes[i]], undo);
+                if (r < 0)
+                        return r;
+        }
+
         for (size_t i = 0; i < refs->n_frames; i++) {
                 Frame *f = &c->frames.items[refs->frames[i]];
                 StoreSymbol buf;
+                int64_t owner = 0;
 
                 if (f->store_id != 0)
                         continue;
-                r = store_put_frame(s, f->kind, f->file ? c->files.items[f->file].store_id : 0,
-                                    f->addr, frame_symbol(f, &buf), &f->store_id);
+                if (f->kind == EP_FRAME_UNMAPPED) {
+                        /* frames.file is processes.id for them: JIT addresses mean something in
+                         * one process only. Its samples are in this interval, so it is among
+                         * the processes above; written here should that ever not hold. */
+                        Process *p = &c->processes.items[f->process];
+
+                        r = put_process(c, p, undo);
+                        if (r < 0)
+                                return r;
+                        owner = p->store_id;
+                } else if (f->file)
+                        owner = c->files.items[f->file].store_id;
+                r = store_put_frame(s, f->kind, owner, f->addr, frame_symbol(f, &buf), &f->store_id);
                 if (r < 0)
                         return r;
                 r = undo_note(undo, &f->store_id);
@@ -98,20 +131,6 @@ static int put_refs(Collector *c, const IntervalRefs *refs, Undo *undo) {
                 if (r < 0)
                         return r;
                 r = undo_note(undo, &st->store_id);
-                if (r < 0)
-                        return r;
-        }
-
-        for (size_t i = 0; i < refs->n_processes; i++) {
-                Process *p = &c->processes.items[refs->processes[i]];
-
-                if (p->store_id != 0)
-                        continue;
-                r = store_put_process(s, p->pid, p->start_time_ns, p->comm, p->exe,
-                                      p->container_id, &p->store_id);
-                if (r < 0)
-                        return r;
-                r = undo_note(undo, &p->store_id);
                 if (r < 0)
                         return r;
         }

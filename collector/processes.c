@@ -136,7 +136,7 @@ void process_table_gc(ProcessTable *t, uint64_t written_seq) {
         for (size_t i = 0; i < t->n; i++) {
                 Process *p = &t->items[i];
 
-                if (!p->used || !p->exited || p->last_seq > written_seq)
+                if (!p->used || !p->exited || p->pinned || p->last_seq > written_seq)
                         continue;
                 if (ARRAY_PUSH(t->free_slots, t->n_free, t->cap_free, (uint32_t) i) < 0)
                         return; /* keep it; try again next time */

@@ -3,7 +3,8 @@
 
 /* Processes by (pid, start time). The pid map points at the live process with that pid; an
  * entry outlives its exit until the last interval that used it has been written
- * (process_table_gc), then its slot is reused. */
+ * (process_table_gc), then its slot is reused -- unless frames refer to it (pinned: JIT frames
+ * are per process and, like all frames, live as long as the collector). */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@ typedef struct Process {
         bool used;         /* slot holds a process */
         bool exited;
         bool store_dirty;  /* comm/exe changed after the row was written */
+        bool pinned;       /* EP_FRAME_UNMAPPED frames refer to it: never freed */
         uint64_t start_time_ns; /* 0 = not announced by the loader (placeholder) */
         char *comm, *exe, *container_id;
         int64_t store_id;  /* processes.id, 0 while not in the store */

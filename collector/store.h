@@ -56,8 +56,10 @@ int store_put_file(Store *s, const uint8_t file_id[EP_FILE_ID_SIZE], const char 
 int store_update_file_build_ids(Store *s, int64_t id, const void *gnu_build_id,
                                 size_t gnu_build_id_len, const char *go_build_id);
 
-/* file is files.id for native frames, else 0. sym NULL: pending (an existing row is left as
- * it is); otherwise the row's symbolization and lines are set to sym. */
+/* file is files.id for native frames, processes.id for unmapped (JIT) frames (whose addresses
+ * mean something in one process only; the process row must exist), else 0. sym NULL: pending
+ * (an existing row is left as it is); otherwise the row's symbolization and lines are set to
+ * sym. */
 int store_put_frame(Store *s, uint8_t kind, int64_t file, uint64_t addr, const StoreSymbol *sym,
                     int64_t *ret_id);
 int store_update_frame_symbol(Store *s, int64_t id, const StoreSymbol *sym);

@@ -92,6 +92,16 @@ static int send_frame_request(Collector *c, uint32_t idx) {
                 .path = file ? file->path : "",
         };
         memcpy(msg.file_id, file ? file->file_id : no_file_id, EP_FILE_ID_SIZE);
+        if (f->kind == EP_FRAME_UNMAPPED) {
+                /* Named from that process's perf map; the start time tells a reused pid apart.
+                 * The entry is pinned while the frame exists. */
+                const Process *p = process_table_get(&c->processes, f->process);
+
+                if (p) {
+                        msg.pid = p->pid;
+                        msg.start_time_ns = p->start_time_ns;
+                }
+        }
         ep_writer_init(&w, buf, sizeof(buf));
         ep_put_sym_request(&w, &msg);
         if (w.overflow)

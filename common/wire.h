@@ -126,9 +126,10 @@ enum {
 enum {
         EP_MSG_EXP_BEGIN = 32,   /* u64 interval_id, u64 start_ns, u64 end_ns, u64 period_ns */
         EP_MSG_EXP_PROCESS = 33, /* u32 pid, str comm, str exe_path, str container_id */
-        EP_MSG_EXP_FRAME = 34,   /* u32 frame_ref, u8 kind, bytes[16] file_id, blob build_id,
-                                  * str mapping_path, u64 addr, u16 n_lines,
-                                  * n_lines × { str function, str file, u32 line } */
+        EP_MSG_EXP_FRAME = 34,   /* u32 frame_ref, u8 kind, bytes[16] file_id, blob build_id
+                                  * (GNU), str go_build_id, str mapping_path, u64 addr,
+                                  * u64 elf_addr (native: ELF virtual address, 0 = unknown),
+                                  * u16 n_lines, n_lines × { str function, str file, u32 line } */
         EP_MSG_EXP_STACK = 35,   /* u32 stack_ref, u32 n, n × u32 frame_ref (leaf first) */
         EP_MSG_EXP_SAMPLE = 36,  /* u32 pid, u32 tid, u32 cpu, str thread_name, u32 stack_ref,
                                   * u64 count, u32 n_timestamps, n × u64 time_ns */

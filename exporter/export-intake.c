@@ -147,43 +147,40 @@ static int on_frame(ExpIntake *in, EpReader *r) {
         ExpFrame *f;
         const void *build_id;
         size_t build_id_len;
+        _cleanup_free_ char *go_build_id = NULL, *path = NULL;
+        uint64_t elf_addr;
         uint16_t n_lines;
         bool oom = false;
-        char *path;
         int k;
 
         key.kind = ep_get_u8(r);
         ep_get_bytes(r, key.file_id, sizeof key.file_id);
         build_id = ep_get_blob(r, EP_BUILD_ID_MAX, &build_id_len);
+        go_build_id = get_str(r, EP_GO_BUILD_ID_MAX, &oom);
         path = get_str(r, EXP_MAX_PATH, &oom);
         key.addr = ep_get_u64(r);
+        elf_addr = ep_get_u64(r);
         n_lines = ep_get_u16(r);
-        if (oom) {
-                free(path);
+        if (oom)
                 return group_drop(in, -ENOMEM, "out of memory");
-        }
-        if (r->error || key.kind >= _EP_FRAME_KIND_MAX || n_lines > EXP_MAX_LINES) {
-                free(path);
+        if (r->error || key.kind >= _EP_FRAME_KIND_MAX || n_lines > EXP_MAX_LINES)
                 return group_drop(in, -EBADMSG, "FRAME %" PRIu32 ": malformed record", ref);
-        }
-        if (ep_hashmap_get(in->frame_refs, &ref)) {
-                free(path);
+        if (ep_hashmap_get(in->frame_refs, &ref))
                 return group_drop(in, -EBADMSG, "FRAME %" PRIu32 ": defined twice", ref);
-        }
 
         f = exp_interval_add_frame(in->cur);
-        if (!f) {
-                free(path);
+        if (!f)
                 return group_drop(in, -ENOMEM, "out of memory");
-        }
         /* From here on the frame belongs to the interval, whatever happens. */
         f->kind = key.kind;
         memcpy(f->file_id, key.file_id, sizeof f->file_id);
         f->build_id_len = (uint8_t) build_id_len;
         if (build_id_len)
                 memcpy(f->build_id, build_id, build_id_len);
-        f->mapping_path = path;
+        f->go_build_id = TAKE_PTR(go_build_id);
+        f->mapping_path = TAKE_PTR(path);
         f->addr = key.addr;
+        f->elf_addr = elf_addr;
         if (n_lines > 0) {
                 f->lines = calloc(n_lines, sizeof *f->lines);
                 if (!f->lines)

@@ -19,6 +19,7 @@
 #define ATTR_FRAME_TYPE "profile.frame.type"
 #define ATTR_BUILD_ID_HTLHASH "process.executable.build_id.htlhash"
 #define ATTR_BUILD_ID_GNU "process.executable.build_id.gnu"
+#define ATTR_BUILD_ID_GO "process.executable.build_id.go"
 
 typedef struct PtrVec {
         void **v;
@@ -177,7 +178,7 @@ static int attr_int(Encoder *e, const char *key, int64_t value, int32_t *ret) {
 static int mapping_for(Encoder *e, const ExpFrame *f, int32_t *ret) {
         static const uint8_t zero[EP_FILE_ID_SIZE];
         char hex[2 * EP_BUILD_ID_MAX + 1];
-        int32_t attrs[2];
+        int32_t attrs[3];
         size_t n_attrs = 0;
         PbMapping *m;
         uint32_t i;
@@ -207,6 +208,11 @@ static int mapping_for(Encoder *e, const ExpFrame *f, int32_t *ret) {
         if (f->build_id_len > 0) {
                 ep_hex_encode(f->build_id, MIN((size_t) f->build_id_len, (size_t) EP_BUILD_ID_MAX), hex);
                 r = attr_string(e, ATTR_BUILD_ID_GNU, hex, &attrs[n_attrs++]);
+                if (r < 0)
+                        return r;
+        }
+        if (f->go_build_id && *f->go_build_id) {
+                r = attr_string(e, ATTR_BUILD_ID_GO, f->go_build_id, &attrs[n_attrs++]);
                 if (r < 0)
                         return r;
         }
@@ -266,7 +272,9 @@ static int location_for(Encoder *e, uint32_t frame, int32_t *ret) {
         r = mapping_for(e, f, &l->mapping_index);
         if (r < 0)
                 return r;
-        l->address = f->addr;
+        /* The ELF address once known: with the mapping's build IDs, what a backend needs to
+         * symbolize (the file offset only means something together with the file). */
+        l->address = f->kind == EP_FRAME_NATIVE && f->elf_addr ? f->elf_addr : f->addr;
         if (f->n_lines > 0) {
                 l->lines = exp_arena_alloc_array(&e->arena, f->n_lines, sizeof(PbLine *));
                 if (!l->lines)

@@ -46,6 +46,7 @@ ExpInterval *exp_interval_free(ExpInterval *iv) {
                         free(f->lines[j].file);
                 }
                 free(f->lines);
+                free(f->go_build_id);
                 free(f->mapping_path);
         }
         for (size_t i = 0; i < iv->n_stacks; i++)

@@ -23,8 +23,10 @@ typedef struct ExpFrame {
         uint8_t file_id[EP_FILE_ID_SIZE];  /* all zero when there is no file (kernel, ...) */
         uint8_t build_id_len;
         uint8_t build_id[EP_BUILD_ID_MAX]; /* GNU build ID bytes, when known */
+        char *go_build_id;                 /* Go build ID, may be NULL */
         char *mapping_path;                /* path of the file, may be NULL */
         uint64_t addr;                     /* file offset (native) or kernel address */
+        uint64_t elf_addr;                 /* native: ELF virtual address, 0 = unknown */
         ExpLine *lines;                    /* innermost first */
         size_t n_lines;
 } ExpFrame;

@@ -24,14 +24,17 @@ typedef struct ElfSym {
         uint32_t name;      /* offset in the string table */
         uint8_t score;      /* preference among symbols at one address */
         uint8_t sized;
+        uint8_t public;
 } ElfSym;
 
 /* Kept per file: 16 bytes a function. */
 #define NAME_SIZED 0x80000000u /* flag in .name: the symbol had a size (else it reaches to the next) */
+#define NAME_PUBLIC 0x40000000u /* flag in .name: global or weak (a name other objects link to) */
+#define NAME_FLAGS (NAME_SIZED | NAME_PUBLIC)
 typedef struct FuncSym {
         uint64_t addr;
         uint32_t len;  /* end − addr, capped */
-        uint32_t name; /* string table offset | NAME_SIZED */
+        uint32_t name; /* string table offset | NAME_FLAGS */
 } FuncSym;
 
 typedef struct SectionRange {
@@ -42,6 +45,7 @@ typedef struct SectionRange {
 struct EpElfFile {
         uint8_t *map;
         size_t map_size;
+        int fd;    /* kept for readers that need their own mapping (DWARF, see dwarf-lines.c) */
         int guard; /* sigbus slot, or -1 */
         bool changed;
         Elf *elf;
@@ -55,6 +59,9 @@ struct EpElfFile {
         size_t n_syms;
         size_t strtab;   /* section index of the names */
         const char *table;
+
+        void *userdata;
+        void (*userdata_destroy)(void *data);
 };
 
 static int elf_lib_init(void) {
@@ -86,9 +93,29 @@ size_t ep_elf_size(const EpElfFile *f) {
         return f->map_size;
 }
 
+int ep_elf_fd(const EpElfFile *f) {
+        return f->fd;
+}
+
+void *ep_elf_userdata(EpElfFile *f) {
+        return f->userdata;
+}
+
+void ep_elf_set_userdata(EpElfFile *f, void *data, void (*destroy)(void *data)) {
+        void *old = f->userdata;
+        void (*old_destroy)(void *) = f->userdata_destroy;
+
+        f->userdata = data;
+        f->userdata_destroy = destroy;
+        if (old && old_destroy)
+                old_destroy(old);
+}
+
 EpElfFile *ep_elf_free(EpElfFile *f) {
         if (!f)
                 return NULL;
+        /* First: it may hold handles (libdw) that read through our Elf and mapping. */
+        ep_elf_set_userdata(f, NULL, NULL);
         if (f->elf)
                 elf_end(f->elf);
         if (f->map)
@@ -96,6 +123,7 @@ EpElfFile *ep_elf_free(EpElfFile *f) {
         /* Unregister only after the mapping is gone, so a zero page we put there cannot
          * outlive the range it belongs to. */
         ep_sigbus_unregister(f->guard);
+        (void) close_nointr(f->fd);
         free(f->loads);
         free(f->syms);
         free(f);
@@ -156,6 +184,7 @@ int ep_elf_open(int fd, EpElfFile **ret) {
         if (!f)
                 return -ENOMEM;
         f->guard = -1;
+        f->fd = -EBADF;
         f->map_size = (size_t) st.st_size;
 
         /* Private and writable so that libelf may convert data in place without ever touching
@@ -184,6 +213,7 @@ int ep_elf_open(int fd, EpElfFile **ret) {
         if (r < 0)
                 return r;
 
+        f->fd = TAKE_FD(fd_owned);
         *ret = TAKE_PTR(f);
         return 0;
 }
@@ -229,12 +259,23 @@ static int sym_compare(const void *a, const void *b) {
         return x->name < y->name ? -1 : x->name > y->name;
 }
 
-static uint8_t sym_score(const GElf_Sym *s) {
-        uint8_t type = GELF_ST_TYPE(s->st_info), bind = GELF_ST_BIND(s->st_info);
+static bool sym_public(const GElf_Sym *s) {
+        uint8_t bind = GELF_ST_BIND(s->st_info);
+        return bind == STB_GLOBAL || bind == STB_WEAK;
+}
 
-        return (uint8_t) (((type == STT_FUNC || type == STT_GNU_IFUNC) ? 8 : 0) +
-                          (s->st_size > 0 ? 4 : 0) +
-                          (bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0));
+/* Among aliases at one address: functions, sized, global, then the name with the fewest
+ * leading underscores (glibc's `read` over `__read`: the name people call). */
+static uint8_t sym_score(const GElf_Sym *s, const char *name) {
+        uint8_t type = GELF_ST_TYPE(s->st_info), bind = GELF_ST_BIND(s->st_info);
+        unsigned underscores = 0;
+
+        while (name && name[underscores] == '_' && underscores < 3)
+                underscores++;
+        return (uint8_t) ((((type == STT_FUNC || type == STT_GNU_IFUNC) ? 8 : 0) +
+                           (s->st_size > 0 ? 4 : 0) +
+                           (bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0)) * 4 +
+                          (3 - underscores));
 }
 
 static int read_sections(EpElfFile *f, SectionRange **ret, size_t *ret_n) {
@@ -319,8 +360,8 @@ static int collect_table(EpElfFile *f, Elf_Scn *scn, const SectionRange *sec, si
                         continue;
                 if (s.st_value == 0 && s.st_size == 0)
                         continue;
-                if (s.st_name & NAME_SIZED)
-                        continue; /* a string table over 2 GiB: not a real one */
+                if (s.st_name & NAME_FLAGS)
+                        continue; /* a string table over 1 GiB: not a real one */
                 if (skip_name(f, eh.e_machine, sh.sh_link, s.st_name))
                         continue;
 
@@ -348,8 +389,9 @@ static int collect_table(EpElfFile *f, Elf_Scn *scn, const SectionRange *sec, si
                         .addr = s.st_value,
                         .end = end,
                         .name = s.st_name,
-                        .score = sym_score(&s),
+                        .score = sym_score(&s, elf_strptr(f->elf, sh.sh_link, s.st_name)),
                         .sized = s.st_size > 0,
+                        .public = sym_public(&s),
                 };
         }
 
@@ -401,7 +443,8 @@ static int collect_table(EpElfFile *f, Elf_Scn *scn, const SectionRange *sec, si
                 out[i] = (FuncSym) {
                         .addr = syms[i].addr,
                         .len = (uint32_t) MIN(syms[i].end - syms[i].addr, (uint64_t) UINT32_MAX),
-                        .name = syms[i].name | (syms[i].sized ? NAME_SIZED : 0),
+                        .name = syms[i].name | (syms[i].sized ? NAME_SIZED : 0) |
+                                (syms[i].public ? NAME_PUBLIC : 0),
                 };
         free(syms);
         f->syms = out;
@@ -510,7 +553,7 @@ static const FuncSym *find_symbol(const EpElfFile *f, uint64_t vaddr) {
         return NULL;
 }
 
-int ep_elf_lookup(EpElfFile *f, uint64_t vaddr, char **ret_name, uint64_t *ret_sym_addr) {
+static int lookup(EpElfFile *f, uint64_t vaddr, bool public_only, char **ret_name, uint64_t *ret_sym_addr) {
         int r;
 
         if (f->changed)
@@ -520,11 +563,11 @@ int ep_elf_lookup(EpElfFile *f, uint64_t vaddr, char **ret_name, uint64_t *ret_s
                 return r;
 
         const FuncSym *s = find_symbol(f, vaddr);
-        if (!s)
+        if (!s || (public_only && !(s->name & NAME_PUBLIC)))
                 return -ENOENT;
 
         if (ret_name) {
-                const char *name = elf_strptr(f->elf, f->strtab, s->name & ~NAME_SIZED);
+                const char *name = elf_strptr(f->elf, f->strtab, s->name & ~NAME_FLAGS);
                 if (!name)
                         return check_fault(f) ?: -ENOEXEC;
 
@@ -540,6 +583,14 @@ int ep_elf_lookup(EpElfFile *f, uint64_t vaddr, char **ret_name, uint64_t *ret_s
         if (ret_sym_addr)
                 *ret_sym_addr = s->addr;
         return 0;
+}
+
+int ep_elf_lookup(EpElfFile *f, uint64_t vaddr, char **ret_name, uint64_t *ret_sym_addr) {
+        return lookup(f, vaddr, false, ret_name, ret_sym_addr);
+}
+
+int ep_elf_lookup_public(EpElfFile *f, uint64_t vaddr, char **ret_name, uint64_t *ret_sym_addr) {
+        return lookup(f, vaddr, true, ret_name, ret_sym_addr);
 }
 
 /* ---- build IDs ---- */
@@ -610,5 +661,67 @@ int ep_elf_build_ids(EpElfFile *f, EpBuildIds *ret) {
         if (check_fault(f) < 0)
                 return -EIO;
         *ret = ids;
+        return 0;
+}
+
+/* ---- sections ---- */
+
+Elf_Scn *ep_elf_section(EpElfFile *f, const char *name, GElf_Shdr *ret_shdr) {
+        Elf_Scn *scn = NULL;
+        size_t shstrndx;
+
+        if (f->changed || elf_getshdrstrndx(f->elf, &shstrndx) < 0)
+                return NULL;
+        while ((scn = elf_nextscn(f->elf, scn))) {
+                GElf_Shdr sh;
+                const char *n;
+
+                if (!gelf_getshdr(scn, &sh))
+                        continue;
+                n = elf_strptr(f->elf, shstrndx, sh.sh_name);
+                if (n && streq(n, name)) {
+                        if (ret_shdr)
+                                *ret_shdr = sh;
+                        return check_fault(f) < 0 ? NULL : scn;
+                }
+        }
+        return NULL;
+}
+
+int ep_elf_debuglink(EpElfFile *f, char **ret_name, uint32_t *ret_crc) {
+        GElf_Shdr sh;
+        Elf_Scn *scn = ep_elf_section(f, ".gnu_debuglink", &sh);
+        Elf_Data *data;
+
+        if (!scn || sh.sh_type == SHT_NOBITS)
+                return -ENOENT;
+        data = elf_rawdata(scn, NULL);
+        if (!data || !data->d_buf || data->d_size < 8)
+                return check_fault(f) ?: -ENOENT;
+
+        /* NUL-terminated name, padded to 4 bytes, then the CRC in the file's byte order. */
+        size_t len = strnlen(data->d_buf, data->d_size);
+        size_t crc_off = (len + 4) & ~(size_t) 3;
+        if (len == 0 || len >= 256 || crc_off + 4 > data->d_size)
+                return -ENOENT;
+
+        uint8_t b[4];
+        memcpy(b, (const uint8_t *) data->d_buf + crc_off, 4);
+        GElf_Ehdr eh;
+        if (!gelf_getehdr(f->elf, &eh))
+                return -ENOENT;
+        uint32_t crc = eh.e_ident[EI_DATA] == ELFDATA2MSB ?
+                (uint32_t) b[0] << 24 | (uint32_t) b[1] << 16 | (uint32_t) b[2] << 8 | b[3] :
+                (uint32_t) b[3] << 24 | (uint32_t) b[2] << 16 | (uint32_t) b[1] << 8 | b[0];
+
+        char *name = strndup(data->d_buf, len);
+        if (!name)
+                return -ENOMEM;
+        if (check_fault(f) < 0) {
+                free(name);
+                return -EIO;
+        }
+        *ret_name = name;
+        *ret_crc = crc;
         return 0;
 }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gelf.h>
 #include <libelf.h>
 
 #include "macro.h"
@@ -30,7 +31,7 @@ typedef struct EpBuildIds {
         char go[EP_GO_BUILD_ID_MAX + 1];  /* NUL-terminated, "" when none */
 } EpBuildIds;
 
-/* Takes ownership of fd (closed before returning; the mapping keeps the file). */
+/* Takes ownership of fd (closed on failure, else kept until ep_elf_free()). */
 int ep_elf_open(int fd, EpElfFile **ret);
 EpElfFile *ep_elf_free(EpElfFile *f);
 DEFINE_TRIVIAL_CLEANUP_FUNC(EpElfFile *, ep_elf_free);
@@ -39,6 +40,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(EpElfFile *, ep_elf_free);
  * this daemon. Reads through them must be followed by ep_elf_check() to notice truncation. */
 Elf *ep_elf_handle(EpElfFile *f);
 size_t ep_elf_size(const EpElfFile *f);
+/* The read-only descriptor the file was opened from (owned by f), for a second, private
+ * mapping: libdw inflates compressed sections by rewriting section headers in the image it
+ * reads, which must not be the one ep_elf_lookup() reads. */
+int ep_elf_fd(const EpElfFile *f);
 /* -EIO once the file was seen to change under us (sticky), else 0. */
 int ep_elf_check(EpElfFile *f);
 
@@ -47,8 +52,22 @@ int ep_elf_offset_to_vaddr(EpElfFile *f, uint64_t offset, uint64_t *ret_vaddr);
 /* The function covering vaddr. *ret_name is a new string (cut at EP_SYMBOL_NAME_MAX),
  * *ret_sym_addr the symbol's start (either may be NULL). Symbols are read on first use. */
 int ep_elf_lookup(EpElfFile *f, uint64_t vaddr, char **ret_name, uint64_t *ret_sym_addr);
+/* The same, but only when the covering symbol is global or weak (-ENOENT otherwise): the
+ * name the function is exported and called by. */
+int ep_elf_lookup_public(EpElfFile *f, uint64_t vaddr, char **ret_name, uint64_t *ret_sym_addr);
 /* Number of usable function symbols (loading them if needed), and which table they came
  * from (".symtab", ".dynsym" or ""). */
 int ep_elf_symbol_count(EpElfFile *f, size_t *ret_count, const char **ret_table);
 
 int ep_elf_build_ids(EpElfFile *f, EpBuildIds *ret);
+
+/* The section with that name (NULL when absent or unreadable); *ret_shdr filled when found. */
+Elf_Scn *ep_elf_section(EpElfFile *f, const char *name, GElf_Shdr *ret_shdr);
+/* .gnu_debuglink: *ret_name a new string (a plain file name), *ret_crc the CRC-32 of the debug
+ * file. -ENOENT when there is none or it is malformed. */
+int ep_elf_debuglink(EpElfFile *f, char **ret_name, uint32_t *ret_crc);
+
+/* State other modules keep per file (a DWARF handle, the separate debug file), destroyed with
+ * the file, before the file is unmapped. Setting replaces (and destroys) the previous one. */
+void *ep_elf_userdata(EpElfFile *f);
+void ep_elf_set_userdata(EpElfFile *f, void *data, void (*destroy)(void *data));

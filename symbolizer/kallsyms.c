@@ -28,6 +28,7 @@ struct EpKallsyms {
         char **modules;
         size_t n_modules;
         uint16_t last_module; /* consecutive lines share the module: cheap reuse */
+        uint64_t stext, etext;  /* vmlinux's _stext and _etext, 0 until seen */
 };
 
 EpKallsyms *ep_kallsyms_free(EpKallsyms *k) {
@@ -48,6 +49,41 @@ size_t ep_kallsyms_count(const EpKallsyms *k) {
 
 size_t ep_kallsyms_modules(const EpKallsyms *k) {
         return k->n_modules > 0 ? k->n_modules - 1 : 0;
+}
+
+int ep_kallsyms_text_range(const EpKallsyms *k, uint64_t *ret_start, uint64_t *ret_end) {
+        uint64_t lo = UINT64_MAX, hi = 0;
+
+        if (k->stext != 0 && k->etext > k->stext) {
+                *ret_start = k->stext;
+                *ret_end = k->etext;
+                return 0;
+        }
+        /* No markers (a filtered or unusual table): the span of vmlinux's own symbols. */
+        for (size_t i = 0; i < k->n_syms; i++)
+                if (k->syms[i].module == 0) {
+                        lo = MIN(lo, k->syms[i].addr);
+                        hi = MAX(hi, k->syms[i].addr);
+                }
+        if (lo > hi)
+                return -ENOENT;
+        *ret_start = lo;
+        *ret_end = hi + 1;
+        return 0;
+}
+
+bool ep_kallsyms_same(const EpKallsyms *a, const EpKallsyms *b) {
+        if (!a || !b)
+                return a == b;
+        if (a->n_syms != b->n_syms)
+                return false;
+        for (size_t i = 0; i < a->n_syms; i++) {
+                const KSym *x = &a->syms[i], *y = &b->syms[i];
+                if (x->addr != y->addr || !streq(a->pool + x->name, b->pool + y->name) ||
+                    !streq(a->modules[x->module], b->modules[y->module]))
+                        return false;
+        }
+        return true;
 }
 
 static int pool_add(EpKallsyms *k, const char *s, size_t n, uint32_t *ret) {
@@ -156,6 +192,13 @@ static int add_line(EpKallsyms *k, const char *line, size_t len) {
                         mod_len = (size_t) (close - mod);
                 }
         }
+
+        /* The bounds of vmlinux's text: where its symbols are final, and past which code comes
+         * and goes (modules, BPF programs). */
+        if (mod_len == 0 && name_len == 6 && memcmp(name, "_stext", 6) == 0)
+                k->stext = addr;
+        else if (mod_len == 0 && name_len == 6 && memcmp(name, "_etext", 6) == 0)
+                k->etext = addr;
 
         uint8_t rank;
         switch (type) {

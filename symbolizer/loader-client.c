@@ -159,6 +159,76 @@ int ep_loader_client_open_perf_map(EpLoaderClient *c, uint32_t pid) {
         return r;
 }
 
+/* Reads the a(ttus) of ListBpfPrograms, refusing malformed entries (no length, wrapping) and
+ * stopping at the bound. */
+static int read_bpf_programs(sd_bus_message *reply, EpBpfProgram **ret, size_t *ret_n) {
+        _cleanup_free_ EpBpfProgram *progs = NULL;
+        size_t n = 0, cap = 0;
+        int r;
+
+        r = sd_bus_message_enter_container(reply, 'a', "(ttus)");
+        if (r < 0)
+                return r;
+        for (;;) {
+                uint64_t start, length;
+                uint32_t id;
+                const char *name;
+
+                r = sd_bus_message_read(reply, "(ttus)", &start, &length, &id, &name);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
+                if (length == 0 || start + length < start)
+                        continue;
+                if (n >= EP_LOADER_BPF_PROGRAMS_MAX)
+                        break;
+                if (n == cap) {
+                        size_t ncap = MAX(cap * 2, (size_t) 64);
+                        EpBpfProgram *p = reallocarray(progs, ncap, sizeof *p);
+                        if (!p)
+                                return -ENOMEM;
+                        progs = p;
+                        cap = ncap;
+                }
+                progs[n] = (EpBpfProgram) { .start = start, .length = length, .id = id };
+                snprintf(progs[n].name, sizeof progs[n].name, "%s", name);
+                n++;
+        }
+        *ret = TAKE_PTR(progs);
+        *ret_n = n;
+        return 0;
+}
+
+int ep_loader_client_list_bpf_programs(EpLoaderClient *c, EpBpfProgram **ret, size_t *ret_n) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        sd_bus_message *m = NULL, *reply = NULL;
+        int r;
+
+        *ret = NULL;
+        *ret_n = 0;
+        if (!ep_loader_client_present(c))
+                return -ENXIO;
+
+        r = sd_bus_message_new_method_call(c->daemon->bus, &m, EP_BUS_LOADER, EP_PATH_LOADER, EP_IFACE_LOADER,
+                                           "ListBpfPrograms");
+        if (r >= 0)
+                r = sd_bus_call(c->daemon->bus, m, EP_LOADER_CALL_TIMEOUT_USEC, &error, &reply);
+        sd_bus_message_unref(m);
+        if (r < 0) {
+                int e = map_error(&error, r);
+                log_debug_errno(r, "Loader call ListBpfPrograms failed: %s", error.message ?: "");
+                return e;
+        }
+        r = read_bpf_programs(reply, ret, ret_n);
+        sd_bus_message_unref(reply);
+        if (r < 0) {
+                log_debug_errno(r, "Bad reply to ListBpfPrograms: %m");
+                return r == -ENOMEM ? r : -EIO;
+        }
+        return 0;
+}
+
 static int source_open_file(void *userdata, const uint8_t file_id[EP_FILE_ID_SIZE]) {
         return ep_loader_client_open_file(userdata, file_id);
 }
@@ -175,12 +245,17 @@ static int source_open_perf_map(void *userdata, uint32_t pid) {
         return ep_loader_client_open_perf_map(userdata, pid);
 }
 
+static int source_list_bpf_programs(void *userdata, EpBpfProgram **ret, size_t *ret_n) {
+        return ep_loader_client_list_bpf_programs(userdata, ret, ret_n);
+}
+
 EpFileSource ep_loader_client_source(EpLoaderClient *c) {
         return (EpFileSource) {
                 .open_file = source_open_file,
                 .open_kallsyms = source_open_kallsyms,
                 .open_kernel_modules = source_open_kernel_modules,
                 .open_perf_map = source_open_perf_map,
+                .list_bpf_programs = source_list_bpf_programs,
                 .userdata = c,
         };
 }

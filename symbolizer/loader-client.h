@@ -29,6 +29,11 @@ int ep_loader_client_open_file(EpLoaderClient *c, const uint8_t file_id[EP_FILE_
 int ep_loader_client_open_kallsyms(EpLoaderClient *c);
 int ep_loader_client_open_kernel_modules(EpLoaderClient *c);
 int ep_loader_client_open_perf_map(EpLoaderClient *c, uint32_t pid);
+/* Loader1.ListBpfPrograms: the loaded BPF functions with their extents, at most
+ * EP_LOADER_BPF_PROGRAMS_MAX (*ret malloc'ed, may be NULL with *ret_n 0). -ENXIO also when the
+ * loader predates the method. */
+#define EP_LOADER_BPF_PROGRAMS_MAX 65536u
+int ep_loader_client_list_bpf_programs(EpLoaderClient *c, EpBpfProgram **ret, size_t *ret_n);
 
 /* The client as a file source for the resolver. */
 EpFileSource ep_loader_client_source(EpLoaderClient *c);

@@ -7,16 +7,21 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bus.h"
 #include "config.h"
 #include "daemon.h"
+#include "debug-file.h"
 #include "loader-client.h"
 #include "log.h"
 #include "privileges.h"
+#include "resolve-kernel.h"
+#include "resolve-jit.h"
 #include "resolver.h"
 #include "session.h"
 #include "stats.h"
+#include "symbol-cache.h"
 #include "unwind-service.h"
 
 #define IDENT "ebpf-profiler-symbolizer"
@@ -24,6 +29,7 @@
 
 static const char *arg_cache_dir = EP_CACHE_DIR;
 static uint64_t arg_cache_max_size = EP_UNWIND_CACHE_DEFAULT_MAX;
+static uint64_t arg_symbol_cache_max_size = EP_SYMBOL_CACHE_DEFAULT_MAX;
 
 typedef struct Manager {
         EpDaemon daemon;
@@ -32,12 +38,18 @@ typedef struct Manager {
         EpLoaderClient *loader;
         EpSession *session;
         EpUnwindService *unwind;
+        EpSymbolCache *symbol_cache; /* NULL: answers are not persisted */
         sd_event_source *props_timer;
 
         /* What PropertiesChanged last announced. */
         EpSymStats published;
         EpUnwindStats published_unwind;
         uint32_t published_cache_entries, published_files_open;
+        uint32_t published_kernel_symbols;
+        uint64_t published_kernel_reloads;
+        uint64_t published_persisted_entries;
+        EpJitStats published_jit;
+        uint64_t published_go_malformed;
 } Manager;
 
 static void manager_done(Manager *m) {
@@ -46,6 +58,7 @@ static void manager_done(Manager *m) {
         m->session = ep_session_free(m->session);
         m->loader = ep_loader_client_free(m->loader);
         m->resolver = ep_resolver_free(m->resolver);
+        m->symbol_cache = ep_symbol_cache_free(m->symbol_cache); /* after the resolver: it writes the queue */
         ep_daemon_done(&m->daemon);
 }
 
@@ -105,6 +118,81 @@ static int prop_files_open(sd_bus *bus, const char *path, const char *interface,
         return sd_bus_message_append(reply, "u", m->resolver ? ep_resolver_files_open(m->resolver) : 0);
 }
 
+static uint64_t persisted_entries(Manager *m) {
+        EpSymbolCacheInfo info;
+
+        if (!m->symbol_cache)
+                return 0;
+        ep_symbol_cache_info(m->symbol_cache, &info);
+        return info.entries;
+}
+
+static int prop_persisted_entries(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "t", persisted_entries(userdata));
+}
+
+/* Kernel symbols (resolve-kernel.c). Read on first use, so they mean something before any
+ * kernel frame was asked for. */
+static int prop_kernel(sd_bus *bus, const char *path, const char *interface, const char *property,
+                       sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        static const uint8_t none[1];
+        Manager *m = userdata;
+        const uint8_t *id;
+        size_t n;
+        int r;
+
+        ep_resolver_kernel_load(m->resolver);
+        if (streq(property, "KernelSymbols"))
+                return sd_bus_message_append(reply, "u", ep_resolver_kernel_symbols(m->resolver));
+        if (streq(property, "KernelReloads"))
+                return sd_bus_message_append(reply, "t", ep_resolver_kernel_reloads(m->resolver));
+        if (streq(property, "KernelBuildId")) {
+                n = ep_resolver_kernel_build_id(m->resolver, &id);
+                return sd_bus_message_append_array(reply, 'y', n > 0 ? id : none, n);
+        }
+
+        /* KernelModules: (name, start, size, GNU build ID) */
+        const EpKmodules *mods = ep_resolver_kernel_modules(m->resolver);
+        r = sd_bus_message_open_container(reply, 'a', "(sttay)");
+        for (size_t i = 0; r >= 0 && i < ep_kmodules_count(mods); i++) {
+                const EpKmodule *k = ep_kmodules_get(mods, i);
+                r = sd_bus_message_open_container(reply, 'r', "sttay");
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "stt", k->name, k->start, k->size);
+                if (r >= 0)
+                        r = sd_bus_message_append_array(reply, 'y', k->build_id_size > 0 ? k->build_id : none,
+                                                        k->build_id_size);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+/* Perf maps (resolve-jit.c) and Go tables (resolve-go.c). */
+static int prop_jit(sd_bus *bus, const char *path, const char *interface, const char *property,
+                    sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        EpJitStats j;
+        int r;
+
+        if (streq(property, "GoTablesMalformed"))
+                return sd_bus_message_append(reply, "t", ep_resolver_go_malformed(m->resolver));
+        ep_resolver_jit_stats(m->resolver, &j);
+        if (streq(property, "PerfMaps"))
+                return sd_bus_message_append(reply, "u", j.processes);
+
+        /* PerfMapCounters */
+        r = sd_bus_message_open_container(reply, 'a', "{st}");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "{st}{st}{st}{st}{st}{st}{st}{st}{st}", "opened", j.maps_opened,
+                                          "missing", j.maps_missing, "refused", j.maps_refused, "reads",
+                                          j.reads, "lines-malformed", j.lines_malformed, "lines-dropped",
+                                          j.lines_dropped, "evictions", j.evictions, "entries", j.entries,
+                                          "bytes", j.memory);
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
 static int method_get_unwind_table(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
         return ep_unwind_service_handle(m->unwind, msg, error);
@@ -137,6 +225,8 @@ static const sd_bus_vtable symbolizer_vtable[] = {
         STAT_PROPERTY("FileErrors", file_errors),
         SD_BUS_PROPERTY("CacheEntries", "u", prop_cache_entries, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         STAT_PROPERTY("CacheHits", cache_hits),
+        STAT_PROPERTY("PersistedHits", persisted_hits),
+        SD_BUS_PROPERTY("PersistedEntries", "t", prop_persisted_entries, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("FilesOpen", "u", prop_files_open, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         STAT_PROPERTY("BadRequests", bad_requests),
         STAT_PROPERTY("ResponseDrops", response_drops),
@@ -146,16 +236,40 @@ static const sd_bus_vtable symbolizer_vtable[] = {
         UNWIND_PROPERTY("UnwindExtractErrors"),
         UNWIND_PROPERTY("UnwindExtractNsec"),
         UNWIND_PROPERTY("UnwindCacheBytes"),
+        SD_BUS_PROPERTY("KernelSymbols", "u", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("KernelModules", "a(sttay)", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
+        SD_BUS_PROPERTY("KernelReloads", "t", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("KernelBuildId", "ay", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
+        SD_BUS_PROPERTY("PerfMaps", "u", prop_jit, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("PerfMapCounters", "a{st}", prop_jit, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("GoTablesMalformed", "t", prop_jit, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LastError", "s", prop_last_error, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_VTABLE_END,
 };
+
+/* The kernel tables were read (again): announce them apart from the counters. */
+static void kernel_properties_changed(Manager *m) {
+        uint32_t symbols = ep_resolver_kernel_symbols(m->resolver);
+        uint64_t reloads = ep_resolver_kernel_reloads(m->resolver);
+
+        if (symbols == m->published_kernel_symbols && reloads == m->published_kernel_reloads)
+                return;
+        (void) sd_bus_emit_properties_changed(m->daemon.bus, EP_PATH_SYMBOLIZER, EP_IFACE_SYMBOLIZER,
+                                              "KernelSymbols", "KernelModules", "KernelReloads",
+                                              "KernelBuildId", NULL);
+        m->published_kernel_symbols = symbols;
+        m->published_kernel_reloads = reloads;
+}
 
 static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
         const EpSymStats *now = &m->stats, *was = &m->published;
         uint32_t entries = ep_resolver_cache_entries(m->resolver), files = ep_resolver_files_open(m->resolver);
+        uint64_t persisted = persisted_entries(m);
         const EpUnwindStats *unwind = ep_unwind_service_stats(m->unwind);
-        const char *names[16 + EP_UNWIND_PROPERTIES];
+        const char *names[20 + EP_UNWIND_PROPERTIES];
+        uint64_t go_malformed = ep_resolver_go_malformed(m->resolver);
+        EpJitStats jit;
         size_t n = 0;
 
 #define CHANGED(name, field)                      \
@@ -166,15 +280,25 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
         CHANGED("NotFound", not_found);
         CHANGED("FileErrors", file_errors);
         CHANGED("CacheHits", cache_hits);
+        CHANGED("PersistedHits", persisted_hits);
         CHANGED("BadRequests", bad_requests);
         CHANGED("ResponseDrops", response_drops);
 #undef CHANGED
         if (entries != m->published_cache_entries)
                 names[n++] = "CacheEntries";
+        if (persisted != m->published_persisted_entries)
+                names[n++] = "PersistedEntries";
         if (files != m->published_files_open)
                 names[n++] = "FilesOpen";
         if (!streq(now->last_error, was->last_error))
                 names[n++] = "LastError";
+        ep_resolver_jit_stats(m->resolver, &jit);
+        if (jit.processes != m->published_jit.processes)
+                names[n++] = "PerfMaps";
+        if (memcmp(&jit, &m->published_jit, sizeof jit) != 0)
+                names[n++] = "PerfMapCounters";
+        if (go_malformed != m->published_go_malformed)
+                names[n++] = "GoTablesMalformed";
         n += ep_unwind_properties_changed(unwind, &m->published_unwind, names + n);
         names[n] = NULL;
 
@@ -185,12 +309,33 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
                 m->published_unwind = *unwind;
                 m->published_cache_entries = entries;
                 m->published_files_open = files;
+                m->published_persisted_entries = persisted;
+                m->published_jit = jit;
+                m->published_go_malformed = go_malformed;
                 ep_daemon_status(&m->daemon, "%" PRIu64 " requests, %" PRIu64 " resolved, %u files open",
                                  now->requests, now->resolved, files);
         }
 
+        kernel_properties_changed(m);
         (void) sd_event_source_set_time_relative(s, PROPERTIES_PERIOD_USEC);
         return 0;
+}
+
+/* Not fatal: without it, a restart starts cold. */
+static void open_symbol_cache(Manager *m) {
+        int r;
+
+        if (!arg_cache_dir || !*arg_cache_dir)
+                return;
+        r = ep_symbol_cache_open(arg_cache_dir, arg_symbol_cache_max_size, m->daemon.event, &m->symbol_cache);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot open the symbol cache in %s, symbols are not kept across restarts: %m",
+                                  arg_cache_dir);
+                return;
+        }
+        log_info("Symbol cache: %s (%" PRIu64 " entries)", ep_symbol_cache_path(m->symbol_cache),
+                 persisted_entries(m));
+        ep_resolver_set_symbol_cache(m->resolver, m->symbol_cache);
 }
 
 static void on_loader_changed(bool present, void *userdata) {
@@ -211,11 +356,18 @@ static void help(void) {
                "     --log-level=LEVEL   debug, info, notice, warning, err (default: info)\n"
                "     --user=NAME         When started as root, switch to this user (the service\n"
                "                         uses %s); all capabilities are dropped either way\n"
-               "     --cache-dir=DIR     Keep extracted unwind tables in DIR (default: %s;\n"
+               "     --cache-dir=DIR     Keep extracted unwind tables and symbols in DIR\n"
+               "                         (default: %s;\n"
                "                         \"\" for none)\n"
                "     --cache-max-size=SIZE\n"
-               "                         Bound of that cache, bytes or with K/M/G (default: 256M)\n",
-               program_invocation_short_name, EP_BUS_SYMBOLIZER, EP_UNPRIVILEGED_USER, EP_CACHE_DIR);
+               "                         Bound of that cache, bytes or with K/M/G (default: 256M)\n"
+               "     --symbol-cache-max-size=SIZE\n"
+               "                         Bound of the symbols kept in the same directory\n"
+               "                         (default: 64M)\n"
+               "     --debug-dir=DIR     Look for separate debug files under DIR (by build ID,\n"
+               "                         DIR/.build-id/xx/rest.debug, and by .gnu_debuglink);\n"
+               "                         repeatable or a colon list (default: %s)\n",
+               program_invocation_short_name, EP_BUS_SYMBOLIZER, EP_UNPRIVILEGED_USER, EP_CACHE_DIR, EP_DEBUG_ROOT);
 }
 
 enum {
@@ -224,6 +376,8 @@ enum {
         ARG_USER,
         ARG_CACHE_DIR,
         ARG_CACHE_MAX_SIZE,
+        ARG_SYMBOL_CACHE_MAX_SIZE,
+        ARG_DEBUG_DIR,
 };
 
 /* "123", "64K", "256M", "1G" (binary multiples). */
@@ -258,6 +412,8 @@ static int parse_argv(int argc, char *argv[], const char **ret_user) {
                 { "user", required_argument, NULL, ARG_USER },
                 { "cache-dir", required_argument, NULL, ARG_CACHE_DIR },
                 { "cache-max-size", required_argument, NULL, ARG_CACHE_MAX_SIZE },
+                { "symbol-cache-max-size", required_argument, NULL, ARG_SYMBOL_CACHE_MAX_SIZE },
+                { "debug-dir", required_argument, NULL, ARG_DEBUG_DIR },
                 {},
         };
         int c, level;
@@ -289,6 +445,20 @@ static int parse_argv(int argc, char *argv[], const char **ret_user) {
                         if (parse_size(optarg, &arg_cache_max_size) < 0) {
                                 fprintf(stderr, "%s: invalid cache size '%s'\n", program_invocation_short_name,
                                         optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_SYMBOL_CACHE_MAX_SIZE:
+                        if (parse_size(optarg, &arg_symbol_cache_max_size) < 0) {
+                                fprintf(stderr, "%s: invalid symbol cache size '%s'\n",
+                                        program_invocation_short_name, optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_DEBUG_DIR:
+                        if (ep_debug_roots_add(optarg) < 0) {
+                                fprintf(stderr, "%s: invalid --debug-dir '%s' (at most %d directories)\n",
+                                        program_invocation_short_name, optarg, EP_DEBUG_ROOTS_MAX);
                                 return -EINVAL;
                         }
                         break;
@@ -340,9 +510,12 @@ int main(int argc, char *argv[]) {
                 goto finish;
         }
 
+        open_symbol_cache(&m);
+
         EpUnwindServiceConfig unwind_config = {
                 .cache_dir = arg_cache_dir,
                 .cache_max_bytes = arg_cache_max_size,
+                .debug_root = ep_debug_roots()[0], /* unwind tables look under one root */
         };
         r = ep_unwind_service_new(m.daemon.event, &unwind_config, &m.stats, &m.unwind);
         if (r < 0) {

@@ -12,6 +12,7 @@
 typedef struct ResolverKernel ResolverKernel;
 typedef struct ResolverJit ResolverJit;
 typedef struct ResolverGo ResolverGo;
+typedef struct EpSymbolCache EpSymbolCache;
 
 typedef enum FileState {
         FILE_OPEN,
@@ -50,6 +51,7 @@ struct EpResolver {
         ResolverKernel *kernel;
         ResolverJit *jit;
         ResolverGo *go;
+        EpSymbolCache *symbol_cache; /* not owned; NULL: nothing persisted */
 };
 
 uint64_t ep_resolver_now_ns(void);

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "lru.h"
 #include "resolver-internal.h"
+#include "symbol-cache.h"
 
 uint64_t ep_resolver_now_ns(void) {
         struct timespec ts;
@@ -85,6 +86,10 @@ EpResolver *ep_resolver_free(EpResolver *r) {
         ep_resolve_go_free(r);
         free(r);
         return NULL;
+}
+
+void ep_resolver_set_symbol_cache(EpResolver *r, EpSymbolCache *cache) {
+        r->symbol_cache = cache;
 }
 
 uint32_t ep_resolver_cache_entries(const EpResolver *r) {
@@ -287,6 +292,41 @@ static void result_key(const EpSymRequest *req, ResultKey *ret) {
         }
 }
 
+/* Only native frames outlive the process: a file ID names the content, while kernel
+ * addresses move at every boot and JIT addresses belong to one process. Only final answers:
+ * a file that could not be opened may open next time. */
+static bool persistable(const ResultKey *key, const EpSymResult *res) {
+        return key->kind == EP_FRAME_NATIVE && (res->status == EP_SYM_OK || res->status == EP_SYM_NOT_FOUND);
+}
+
+/* 1 with the answer in r->scratch when the persisted cache has it, 0 when not, -ENOMEM. */
+static int persisted_lookup(EpResolver *r, const ResultKey *key) {
+        EpSymbolCache *cache = r->symbol_cache;
+        int k;
+
+        if (!cache || key->kind != EP_FRAME_NATIVE)
+                return 0;
+        k = ep_symbol_cache_get(cache, key->file_id, key->addr, key->flags, &r->scratch);
+        if (k == -ENOMEM)
+                return k;
+        if (k < 0)
+                return 0; /* a miss, or the cache cannot answer: compute it */
+        if (r->stats)
+                r->stats->persisted_hits++;
+        return 1;
+}
+
+static void persist(EpResolver *r, const ResultKey *key) {
+        EpSymbolCache *cache = r->symbol_cache;
+        int k;
+
+        if (!cache || !persistable(key, &r->scratch))
+                return;
+        k = ep_symbol_cache_put(cache, key->file_id, key->addr, key->flags, &r->scratch);
+        if (k < 0 && k != -ENOENT)
+                log_once_errno(LOG_WARNING, k, "Cannot queue a symbol for the persisted cache: %m");
+}
+
 int ep_resolver_symbolize(EpResolver *r, const EpSymRequest *req, const EpSymResult **ret) {
         bool cacheable = false;
         ResultKey key;
@@ -303,6 +343,15 @@ int ep_resolver_symbolize(EpResolver *r, const EpSymRequest *req, const EpSymRes
         }
 
         ep_sym_result_done(&r->scratch);
+        k = persisted_lookup(r, &key);
+        if (k < 0)
+                return k;
+        if (k > 0) {
+                count(r, r->scratch.status);
+                *ret = cache_result(r, &key);
+                return 0;
+        }
+
         switch (req->kind) {
         case EP_FRAME_NATIVE:
                 k = ep_resolve_native(r, req, &r->scratch, &cacheable);
@@ -324,6 +373,8 @@ int ep_resolver_symbolize(EpResolver *r, const EpSymRequest *req, const EpSymRes
         }
 
         count(r, r->scratch.status);
+        if (cacheable)
+                persist(r, &key);
         *ret = cacheable ? cache_result(r, &key) : &r->scratch;
         return 0;
 }

@@ -16,6 +16,14 @@
 #include "stats.h"
 #include "wire.h"
 
+/* One JIT-compiled BPF function (a program or a subprogram of it) as the loader lists it
+ * (Loader1.ListBpfPrograms): its exact extent, which /proc/kallsyms does not give. */
+typedef struct EpBpfProgram {
+        uint64_t start, length;
+        uint32_t id;   /* the program's ID */
+        char name[64]; /* kallsyms style, bpf_prog_<tag>[_<name>]; "" when unknown */
+} EpBpfProgram;
+
 /* Where descriptors come from. Each returns a new fd (>= 0, owned by the caller) or a negative
  * errno: -ENOENT the file is gone / does not exist, -ENXIO no provider right now (loader
  * absent), -EPERM refused. Members other than open_file may be NULL (treated as -ENXIO). */
@@ -24,6 +32,9 @@ typedef struct EpFileSource {
         int (*open_kallsyms)(void *userdata);
         int (*open_kernel_modules)(void *userdata);      /* /proc/modules text */
         int (*open_perf_map)(void *userdata, uint32_t pid); /* /tmp/perf-PID.map of that process */
+        /* The loaded BPF functions (*ret: malloc'ed array, freed by the caller), or a negative
+         * errno like the others. */
+        int (*list_bpf_programs)(void *userdata, EpBpfProgram **ret, size_t *ret_n);
         void *userdata;
 } EpFileSource;
 
@@ -74,6 +85,12 @@ typedef struct EpResolverConfig {
         })
 
 typedef struct EpResolver EpResolver;
+typedef struct EpSymbolCache EpSymbolCache; /* symbol-cache.h */
+
+/* Bump when resolve-*.c may answer differently for the same file and address (new DWARF,
+ * demangling, Go support...): answers persisted by an older symbolizer are then dropped
+ * instead of reused (symbol-cache.h). */
+#define EP_RESOLVER_ANSWERS_VERSION 1
 
 int ep_resolver_new(const EpFileSource *source, const EpResolverConfig *config, EpSymStats *stats,
                     EpResolver **ret);
@@ -85,10 +102,16 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(EpResolver *, ep_resolver_free);
 int ep_resolver_symbolize(EpResolver *r, const EpSymRequest *req, const EpSymResult **ret);
 int ep_resolver_file_info(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE], EpFileInfo *ret);
 
+/* Consults cache (may be NULL: none) when a native frame is not in the in-memory cache, and
+ * queues final native answers to it. Not owned: it must outlive the resolver or be detached. */
+void ep_resolver_set_symbol_cache(EpResolver *r, EpSymbolCache *cache);
+
 /* The file source changed (the loader came back): forget files it could not open. */
 void ep_resolver_source_changed(EpResolver *r);
 
 uint32_t ep_resolver_cache_entries(const EpResolver *r);
+/* Go tables or lookups found malformed (resolve-go.c). */
+uint64_t ep_resolver_go_malformed(const EpResolver *r);
 uint32_t ep_resolver_files_open(const EpResolver *r);
 
 void ep_sym_result_done(EpSymResult *res);

@@ -15,6 +15,7 @@ typedef struct EpSymStats {
         uint64_t not_found;      /* symbol responses with status NOT_FOUND */
         uint64_t file_errors;    /* responses (symbol or file) with NO_FILE or BAD_FILE */
         uint64_t cache_hits;     /* symbol requests answered from the result cache */
+        uint64_t persisted_hits; /* ... answered from the persisted cache (symbol-cache.c) */
         uint64_t bad_requests;   /* records that were not a valid request */
         uint64_t response_drops; /* responses that could not be delivered */
         char last_error[256];

@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
+#include "cache-db.h"
 #include "log.h"
 #include "unwind-cache.h"
 #include "unwind-table.h"
@@ -40,229 +38,74 @@ static const char *const stmt_sql[_STMT_MAX] = {
 };
 
 struct EpUnwindCache {
-        char *path;
+        EpCacheDb d;
         uint64_t max_bytes;
-        sqlite3 *db;
-        sqlite3_stmt *stmt[_STMT_MAX];
         int64_t next_use; /* LRU stamp: a counter, immune to clock changes */
         EpUnwindCacheInfo info;
 };
 
-static void db_close(EpUnwindCache *c) {
-        for (size_t i = 0; i < _STMT_MAX; i++) {
-                sqlite3_finalize(c->stmt[i]);
-                c->stmt[i] = NULL;
-        }
-        if (c->db)
-                sqlite3_close(c->db);
-        c->db = NULL;
-}
-
 EpUnwindCache *ep_unwind_cache_free(EpUnwindCache *c) {
         if (!c)
                 return NULL;
-        db_close(c);
-        free(c->path);
+        ep_cache_db_done(&c->d);
         free(c);
         return NULL;
 }
 
-static bool rc_is_corruption(int rc) {
-        rc &= 0xff;
-        return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
-}
-
-static int rc_to_errno(int rc) {
-        switch (rc & 0xff) {
-        case SQLITE_OK:
-                return 0;
-        case SQLITE_NOMEM:
-                return -ENOMEM;
-        case SQLITE_READONLY:
-        case SQLITE_PERM:
-        case SQLITE_AUTH:
-                return -EACCES;
-        case SQLITE_CANTOPEN:
-                return -ENOENT;
-        case SQLITE_FULL:
-                return -ENOSPC;
-        case SQLITE_BUSY:
-        case SQLITE_LOCKED:
-                return -EBUSY;
-        case SQLITE_TOOBIG:
-                return -EFBIG;
-        default:
-                return -EIO;
-        }
-}
-
-/* The first column of the first row of sql as an integer. */
-static int query_int(sqlite3 *db, const char *sql, int64_t *ret) {
-        sqlite3_stmt *s = NULL;
-        int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
-
-        if (rc == SQLITE_OK) {
-                rc = sqlite3_step(s);
-                if (rc == SQLITE_ROW) {
-                        *ret = sqlite3_column_int64(s, 0);
-                        rc = SQLITE_OK;
-                } else if (rc == SQLITE_DONE) {
-                        *ret = 0;
-                        rc = SQLITE_OK;
-                }
-        }
-        sqlite3_finalize(s);
-        return rc;
-}
-
-static int create_schema(sqlite3 *db) {
-        return sqlite3_exec(db,
-                            "BEGIN;"
-                            "CREATE TABLE unwind_tables(file_id BLOB PRIMARY KEY, gnu_build_id BLOB,"
-                            " format INTEGER NOT NULL, raw_size INTEGER NOT NULL, data BLOB NOT NULL,"
-                            " bytes INTEGER NOT NULL, last_used INTEGER NOT NULL);"
-                            "CREATE INDEX unwind_tables_lru ON unwind_tables(last_used);"
-                            "PRAGMA user_version = " STRINGIFY(EP_UNWIND_CACHE_SCHEMA) ";"
-                            "COMMIT;",
-                            NULL, NULL, NULL);
-}
-
-/* Opens the database as it is. Returns an SQLite code; *ret_why explains a database we do not
- * accept (the caller deletes it), NULL when it is fine. */
-static int db_open(EpUnwindCache *c, const char **ret_why) {
-        int64_t version = 0, tables = 0, v = 0;
+/* The in-memory counters from the table; reading every row's size also proves it readable. */
+static int load(EpCacheDb *d, const char **ret_why) {
+        EpUnwindCache *c = d->userdata;
+        int64_t v = 0;
         int rc;
 
-        *ret_why = NULL;
-        rc = sqlite3_open_v2(c->path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-        if (rc != SQLITE_OK)
-                return rc;
-        sqlite3_busy_timeout(c->db, 1000);
-
-        rc = query_int(c->db, "PRAGMA user_version", &version);
-        if (rc == SQLITE_OK)
-                rc = query_int(c->db, "SELECT count(*) FROM sqlite_master", &tables);
-        if (rc != SQLITE_OK) {
-                if (rc_is_corruption(rc))
-                        *ret_why = "not a database or corrupt";
-                return rc;
-        }
-
-        if (version == 0 && tables == 0) {
-                rc = create_schema(c->db);
-                if (rc != SQLITE_OK)
-                        return rc;
-        } else if (version != EP_UNWIND_CACHE_SCHEMA) {
-                *ret_why = version < EP_UNWIND_CACHE_SCHEMA ? "older schema" : "unknown schema";
-                return SQLITE_OK;
-        }
-
-        (void) sqlite3_exec(c->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
-
-        /* Reading every row's size also proves the table is readable. */
-        rc = query_int(c->db, "SELECT coalesce(sum(bytes), 0) FROM unwind_tables", &v);
+        rc = ep_sqlite_query_int(d->db, "SELECT coalesce(sum(bytes), 0) FROM unwind_tables", &v);
         if (rc == SQLITE_OK) {
                 c->info.bytes = (uint64_t) MAX(v, (int64_t) 0);
-                rc = query_int(c->db, "SELECT count(*) FROM unwind_tables", &v);
+                rc = ep_sqlite_query_int(d->db, "SELECT count(*) FROM unwind_tables", &v);
         }
         if (rc == SQLITE_OK) {
                 c->info.entries = (uint64_t) MAX(v, (int64_t) 0);
-                rc = query_int(c->db, "SELECT coalesce(max(last_used), 0) FROM unwind_tables", &v);
+                rc = ep_sqlite_query_int(d->db, "SELECT coalesce(max(last_used), 0) FROM unwind_tables", &v);
         }
-        if (rc != SQLITE_OK) {
-                if (rc_is_corruption(rc) || (rc & 0xff) == SQLITE_ERROR)
-                        *ret_why = "unreadable table";
-                return rc;
-        }
-        c->next_use = v + 1;
-
-        for (size_t i = 0; i < _STMT_MAX; i++) {
-                rc = sqlite3_prepare_v3(c->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &c->stmt[i], NULL);
-                if (rc != SQLITE_OK) {
-                        *ret_why = "unexpected schema";
-                        return rc;
-                }
-        }
-        return SQLITE_OK;
+        if (rc == SQLITE_OK)
+                c->next_use = v + 1;
+        return rc;
 }
 
-static void unlink_db(const char *path) {
-        char p[4096];
+static const EpCacheDbSpec cache_spec = {
+        .what = "Unwind table cache",
+        .file = EP_UNWIND_CACHE_FILE,
+        .schema = EP_UNWIND_CACHE_SCHEMA,
+        .create_sql = "CREATE TABLE unwind_tables(file_id BLOB PRIMARY KEY, gnu_build_id BLOB,"
+                      " format INTEGER NOT NULL, raw_size INTEGER NOT NULL, data BLOB NOT NULL,"
+                      " bytes INTEGER NOT NULL, last_used INTEGER NOT NULL);"
+                      "CREATE INDEX unwind_tables_lru ON unwind_tables(last_used)",
+        .stmt_sql = stmt_sql,
+        .n_stmts = _STMT_MAX,
+        .load = load,
+};
 
-        (void) unlink(path);
-        snprintf(p, sizeof p, "%s-wal", path);
-        (void) unlink(p);
-        snprintf(p, sizeof p, "%s-shm", path);
-        (void) unlink(p);
-        snprintf(p, sizeof p, "%s-journal", path);
-        (void) unlink(p);
-}
-
-/* Throws the database away and starts an empty one. */
-static int rebuild(EpUnwindCache *c, const char *why) {
-        const char *again;
-        int rc;
-
-        log_warning("Unwind table cache %s: %s, rebuilding it.", c->path, why);
-        db_close(c);
-        unlink_db(c->path);
-        c->info = (EpUnwindCacheInfo) { .rebuilds = c->info.rebuilds + 1, .evictions = c->info.evictions,
-                                        .dropped = c->info.dropped };
-        rc = db_open(c, &again);
-        if (rc == SQLITE_OK && !again)
-                return 0;
-        db_close(c);
-        return log_error_errno(rc_to_errno(rc) ?: -EIO, "Cannot create the unwind table cache %s: %s",
-                               c->path, again ?: sqlite3_errstr(rc));
-}
-
-/* After a failed statement: corruption rebuilds (once), other errors just fail this call. */
 static int failed(EpUnwindCache *c, int rc) {
-        if (rc_is_corruption(rc))
-                (void) rebuild(c, "corrupt");
-        return rc_to_errno(rc) ?: -EIO;
+        return ep_cache_db_failed(&c->d, rc);
 }
 
 int ep_unwind_cache_open(const char *dir, uint64_t max_bytes, EpUnwindCache **ret) {
         _cleanup_(ep_unwind_cache_freep) EpUnwindCache *c = NULL;
-        const char *why;
-        int rc;
-
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-                return -errno;
-        if (access(dir, W_OK) < 0)
-                return -errno;
+        int r;
 
         c = calloc(1, sizeof(EpUnwindCache));
         if (!c)
                 return -ENOMEM;
         c->max_bytes = max_bytes;
-        if (asprintf(&c->path, "%s/%s", dir, EP_UNWIND_CACHE_FILE) < 0) {
-                c->path = NULL;
-                return -ENOMEM;
-        }
-
-        rc = db_open(c, &why);
-        if (rc == SQLITE_OK && !why) {
-                *ret = TAKE_PTR(c);
-                return 0;
-        }
-        if (!why && !rc_is_corruption(rc))
-                /* Cannot open or write at all (permissions, disk): no cache. */
-                return rc_to_errno(rc) ?: -EIO;
-
-        rc = rebuild(c, why ?: "corrupt");
-        if (rc < 0)
-                return rc;
+        r = ep_cache_db_open(&c->d, dir, &cache_spec, c);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(c);
         return 0;
 }
 
 static sqlite3_stmt *stmt(EpUnwindCache *c, int which) {
-        sqlite3_stmt *s = c->stmt[which];
-        sqlite3_reset(s);
-        sqlite3_clear_bindings(s);
-        return s;
+        return ep_cache_db_stmt(&c->d, (size_t) which);
 }
 
 static int delete_row(EpUnwindCache *c, const uint8_t file_id[EP_FILE_ID_SIZE]) {
@@ -285,7 +128,7 @@ static int delete_row(EpUnwindCache *c, const uint8_t file_id[EP_FILE_ID_SIZE]) 
         sqlite3_reset(s);
         if (rc != SQLITE_DONE)
                 return failed(c, rc);
-        if (sqlite3_changes(c->db) > 0) {
+        if (sqlite3_changes(c->d.db) > 0) {
                 c->info.bytes -= MIN(c->info.bytes, (uint64_t) MAX(bytes, (int64_t) 0));
                 c->info.entries -= MIN(c->info.entries, (uint64_t) 1);
         }
@@ -310,7 +153,7 @@ int ep_unwind_cache_get(EpUnwindCache *c, const uint8_t file_id[EP_FILE_ID_SIZE]
         int64_t format, raw;
         int rc;
 
-        if (!c->db)
+        if (!c->d.db)
                 return -ENOENT;
 
         s = stmt(c, STMT_GET);
@@ -398,7 +241,7 @@ int ep_unwind_cache_put(EpUnwindCache *c, const uint8_t file_id[EP_FILE_ID_SIZE]
         sqlite3_stmt *s;
         int rc;
 
-        if (!c->db)
+        if (!c->d.db)
                 return -ENOENT;
         if (size == 0 || size > MAX_RAW_SIZE)
                 return -EFBIG;
@@ -412,7 +255,7 @@ int ep_unwind_cache_put(EpUnwindCache *c, const uint8_t file_id[EP_FILE_ID_SIZE]
         if (zsize > c->max_bytes)
                 return -EFBIG;
 
-        rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        rc = sqlite3_exec(c->d.db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
         if (rc != SQLITE_OK)
                 return failed(c, rc);
 
@@ -434,7 +277,7 @@ int ep_unwind_cache_put(EpUnwindCache *c, const uint8_t file_id[EP_FILE_ID_SIZE]
         rc = sqlite3_step(s);
         sqlite3_reset(s);
         if (rc != SQLITE_DONE) {
-                rc = rc_to_errno(rc) ?: -EIO;
+                rc = ep_sqlite_errno(rc) ?: -EIO;
                 goto rollback;
         }
         c->info.bytes += zsize;
@@ -444,28 +287,26 @@ int ep_unwind_cache_put(EpUnwindCache *c, const uint8_t file_id[EP_FILE_ID_SIZE]
         if (rc < 0)
                 goto rollback;
 
-        rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+        rc = sqlite3_exec(c->d.db, "COMMIT", NULL, NULL, NULL);
         if (rc != SQLITE_OK)
                 return failed(c, rc);
         return 0;
 
 rollback:
-        if (c->db) {
-                (void) sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+        if (c->d.db) {
+                (void) sqlite3_exec(c->d.db, "ROLLBACK", NULL, NULL, NULL);
                 /* The counters may have moved inside the transaction: read them back. */
-                int64_t v = 0;
-                if (query_int(c->db, "SELECT coalesce(sum(bytes), 0) FROM unwind_tables", &v) == SQLITE_OK)
-                        c->info.bytes = (uint64_t) MAX(v, (int64_t) 0);
-                if (query_int(c->db, "SELECT count(*) FROM unwind_tables", &v) == SQLITE_OK)
-                        c->info.entries = (uint64_t) MAX(v, (int64_t) 0);
+                const char *why;
+                (void) load(&c->d, &why);
         }
         return rc;
 }
 
 void ep_unwind_cache_info(const EpUnwindCache *c, EpUnwindCacheInfo *ret) {
         *ret = c->info;
+        ret->rebuilds = c->d.rebuilds;
 }
 
 const char *ep_unwind_cache_path(const EpUnwindCache *c) {
-        return c->path;
+        return c->d.path;
 }

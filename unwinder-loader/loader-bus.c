@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 
+#include "bpf-programs.h"
 #include "bus.h"
 #include "config.h"
 #include "file-id.h"
@@ -105,6 +106,30 @@ static int method_open_kernel_modules(sd_bus_message *m, void *userdata, sd_bus_
         if (fd < 0)
                 return sd_bus_error_set_errnof(error, errno, "Cannot open /proc/modules: %m");
         return sd_bus_reply_method_return(m, "h", fd);
+}
+
+static int method_list_bpf_programs(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_free_ EpBpfFunc *funcs = NULL;
+        sd_bus_message *reply = NULL;
+        size_t n = 0;
+        int r;
+
+        /* Extents the symbolizer needs because kallsyms has no sizes (bpf-programs.h). */
+        r = ep_bpf_programs_list(&funcs, &n);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot list the loaded BPF programs: %m");
+        r = sd_bus_message_new_method_return(m, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(ttus)");
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = sd_bus_message_append(reply, "(ttus)", funcs[i].start, (uint64_t) funcs[i].length,
+                                          funcs[i].prog_id, funcs[i].name);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_send(NULL, reply, NULL);
+        sd_bus_message_unref(reply);
+        return r;
 }
 
 static int method_open_perf_map(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -243,6 +268,7 @@ static const sd_bus_vtable loader_vtable[] = {
         SD_BUS_METHOD("OpenKallsyms", "", "h", method_open_kallsyms, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("OpenKernelModules", "", "h", method_open_kernel_modules, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("OpenPerfMap", "u", "h", method_open_perf_map, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("ListBpfPrograms", "", "a(ttus)", method_list_bpf_programs, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("SetFrequency", "u", "", method_set_frequency, 0),
         SD_BUS_PROPERTY("Version", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Frequency", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),

@@ -9,6 +9,7 @@
 #include "native-unwind.h"
 #include "table-pages.h"
 #include "tables.h"
+#include "unwind-table.h"
 
 #define RETRY_BASE_NS (1 * NSEC_PER_SEC)
 #define RETRY_MAX_NS (60 * NSEC_PER_SEC)
@@ -627,6 +628,12 @@ void ep_tables_request_done(EpTables *t, uint32_t file_key, const uint8_t id[EP_
         if (!f || f->state != T_ASKING)
                 return;
         f->hot = false;
+        /* A file without CFI comes back as a one-rule frame-pointer table. Loaded as a table,
+         * its pages would span only the neighbourhood of that one entry; the whole file takes
+         * frame-pointer steps instead. */
+        if (result == EP_TABLE_OK && size >= sizeof(EpUnwindTableHeader) &&
+            (((const EpUnwindTableHeader *) blob)->flags & EP_UNWIND_FP_FALLBACK))
+                result = EP_TABLE_NO_CFI;
         switch (result) {
         case EP_TABLE_OK:
                 r = table_load(t, f, id, blob, size);

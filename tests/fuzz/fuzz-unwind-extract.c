@@ -4,7 +4,7 @@
  * a table that comes out must validate. Separate debug files are looked for under a root
  * that does not exist, so the build-ID and .gnu_debuglink paths run without reading the
  * machine's files. Built with clang by symbolizer/meson.build; the seeds are in
- * corpus-unwind/. */
+ * corpus-unwind-extract/. */
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -164,7 +164,7 @@ def samples_with_frames(con, pid):
             "SELECT frame, function FROM frame_lines ORDER BY frame, depth"):
         lines.setdefault(frame, []).append(function)
     info = {fid: (kind, addr, path) for fid, kind, addr, path in con.execute(
-        "SELECT f.id, f.kind, f.addr, fi.path FROM frames f LEFT JOIN files fi ON fi.id = f.file")}
+        "SELECT f.id, f.kind, f.addr, fi.path FROM frames f LEFT JOIN files fi ON fi.id = f.file AND f.kind = 1")}
     out = []
     rows = con.execute(
         "SELECT s.tid, s.thread_name, st.frames, SUM(s.count) FROM samples s "

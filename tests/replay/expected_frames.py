@@ -32,7 +32,8 @@ SIGHANDLER = ["handler_spin", "on_alarm", libc("__restore_rt"), "wait_inner", "w
 SPAWN_CHILD = ["child_spin", "child_inner", "child_outer"] + MAIN_ROOT
 # cxxsort's leaf is anywhere in filling, sorting (std::sort's internals, the comparator) or
 # throwing; every stack ends with these frames (mangled names: the store keeps them so).
-CXXSORT_TAIL = ["_ZN4work8PipelineINS_6RecordEE3runEd"] + MAIN_ROOT
+# Mangled where raw symbols are read (the replay tests), demangled in the store.
+CXXSORT_TAIL = [("_ZN4work8PipelineINS_6RecordEE3runEd", "work::Pipeline<work::Record>::run(double)")] + MAIN_ROOT
 
 # syscalls (the frame-pointer workload reading /dev/zero): mostly inside libc's read wrapper,
 # in the kernel. Whatever is above read_zeroes is libc's or the vDSO's.

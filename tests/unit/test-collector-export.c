@@ -33,11 +33,22 @@ static void push_trace(Collector *c, uint32_t pid, uint32_t tid, uint64_t leaf, 
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, sizeof(EpTraceMsg) + 3 * sizeof(EpFrame)));
 }
 
+/* What a backend gets of one frame. */
+typedef struct FrameSeen {
+        uint8_t kind;
+        uint8_t file_id[EP_FILE_ID_SIZE];
+        uint8_t gnu[EP_BUILD_ID_MAX];
+        size_t gnu_len;
+        char go[EP_GO_BUILD_ID_MAX + 1];
+        uint64_t addr, elf_addr;
+} FrameSeen;
+
 typedef struct GroupStats {
         uint64_t id, begin_start, begin_end, period;
         uint32_t processes, frames, stacks, sample_records, lines;
         uint64_t count, timestamps;
         bool ts_sorted;
+        FrameSeen seen[16]; /* the first frames of the group */
 } GroupStats;
 
 /* Reads one whole group; returns 1, or 0 when the ring is empty. Aborts on anything malformed. */
@@ -75,16 +86,24 @@ static int read_group(EpRing *r, GroupStats *g) {
                         g->processes++;
                         break;
                 case EP_MSG_EXP_FRAME: {
-                        uint8_t id[EP_FILE_ID_SIZE];
-                        size_t n;
+                        FrameSeen fs = {}, *keep = g->frames < 16 ? &g->seen[g->frames] : &fs;
+                        const void *gnu;
+                        char *go;
 
                         ASSERT_TRUE(ep_get_u32(&rd) == g->frames); /* refs numbered in order */
                         g->frames++;
-                        ep_get_u8(&rd);
-                        ep_get_bytes(&rd, id, sizeof(id));
-                        ep_get_blob(&rd, EP_BUILD_ID_MAX, &n);
+                        keep->kind = ep_get_u8(&rd);
+                        ep_get_bytes(&rd, keep->file_id, sizeof(keep->file_id));
+                        gnu = ep_get_blob(&rd, EP_BUILD_ID_MAX, &keep->gnu_len);
+                        if (keep->gnu_len > 0)
+                                memcpy(keep->gnu, gnu, keep->gnu_len);
+                        go = ep_get_str(&rd, EP_GO_BUILD_ID_MAX);
+                        ASSERT_TRUE(go);
+                        snprintf(keep->go, sizeof(keep->go), "%s", go);
+                        free(go);
                         free(ep_get_str(&rd, 4096));
-                        ep_get_u64(&rd);
+                        keep->addr = ep_get_u64(&rd);
+                        keep->elf_addr = ep_get_u64(&rd);
                         uint16_t nl = ep_get_u16(&rd);
                         for (uint16_t i = 0; i < nl; i++) {
                                 free(ep_get_str(&rd, 65536));
@@ -182,6 +201,58 @@ int main(void) {
         ASSERT_TRUE(g.period == NSEC_PER_SEC / COLLECTOR_DEFAULT_FREQUENCY_HZ);
         ASSERT_TRUE(g.begin_end >= g.begin_start);
         ASSERT_TRUE(read_group(consumer, &g) == 0);
+
+        /* Every frame carries its file's IDs; ELF addresses are unknown until symbolized. */
+        for (uint32_t i = 0; i < g.frames && i < 16; i++) {
+                const FrameSeen *f = &g.seen[i];
+                ASSERT_TRUE(f->elf_addr == 0 && f->gnu_len == 0 && f->go[0] == 0);
+                if (f->kind == EP_FRAME_NATIVE)
+                        ASSERT_TRUE(f->file_id[0] == 0x42 && f->file_id[15] == 0x42);
+        }
+
+        /* 1b: the symbolizer's answers: build IDs of the file, an ELF address per frame (also
+         * when no symbol was found: a backend may know better) */
+        {
+                static const uint8_t gnu[20] = { 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+                FileEntry *file = &c.files.items[1];
+
+                memcpy(file->gnu_build_id, gnu, sizeof(gnu));
+                file->gnu_build_id_len = sizeof(gnu);
+                file->go_build_id = strdup("abcdefghij/klmnopqrst/uvwxyzABCD/EFGHIJKLMN");
+                ASSERT_TRUE(file->go_build_id);
+                for (size_t i = 0; i < c.frames.n; i++) {
+                        Frame *f = &c.frames.items[i];
+                        if (f->kind == EP_FRAME_NATIVE && f->addr == 0x1000)
+                                frame_set_symbol(f, EP_SYM_OK, 0x401000, NULL, NULL, 0);
+                        else if (f->kind == EP_FRAME_NATIVE && f->addr == 0x1010)
+                                frame_set_symbol(f, EP_SYM_NOT_FOUND, 0x401010, NULL, NULL, 0);
+                        else if (f->kind == EP_FRAME_NATIVE && f->addr == 0x1020)
+                                frame_set_symbol(f, EP_SYM_BAD_FILE, 0x401020, NULL, NULL, 0);
+                        else if (f->kind == EP_FRAME_KERNEL)
+                                frame_set_symbol(f, EP_SYM_OK, f->addr, strdup(""), NULL, 0);
+                }
+                for (uint32_t i = 0; i < 4; i++)
+                        push_trace(&c, 10, 11, 0x1000 + 0x10 * i, 200 + i);
+                ASSERT_OK(collector_close_interval(&c, NULL));
+                ASSERT_TRUE(read_group(consumer, &g) == 1);
+                unsigned native = 0;
+                for (uint32_t i = 0; i < g.frames; i++) {
+                        const FrameSeen *f = &g.seen[i];
+                        if (f->kind != EP_FRAME_NATIVE) {
+                                ASSERT_TRUE(f->elf_addr == 0 && f->gnu_len == 0 && f->go[0] == 0);
+                                continue;
+                        }
+                        native++;
+                        ASSERT_TRUE(f->gnu_len == sizeof(gnu) && memcmp(f->gnu, gnu, sizeof(gnu)) == 0);
+                        ASSERT_TRUE(strcmp(f->go, "abcdefghij/klmnopqrst/uvwxyzABCD/EFGHIJKLMN") == 0);
+                        if (f->addr == 0x1000 || f->addr == 0x1010)
+                                ASSERT_TRUE(f->elf_addr == f->addr + 0x400000);
+                        else /* BAD_FILE, or not symbolized yet */
+                                ASSERT_TRUE(f->elf_addr == 0);
+                }
+                ASSERT_TRUE(native == 5); /* 4 leaves and the caller */
+                ASSERT_TRUE(read_group(consumer, &g) == 0);
+        }
 
         /* 2: one sample with more timestamps than a record may carry is split */
         size_t per_record = ep_ring_max_record(consumer) / sizeof(uint64_t);

@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include "collector.h"
+#include "shm-ring.h"
 #include "test-collector-util.h"
 #include "wire-buf.h"
+#include "wire-sym.h"
 #include "wire.h"
 
 #define KADDR 0xffffffff81000000ULL
@@ -119,13 +121,13 @@ static void test_decode(Collector *c) {
         ASSERT_TRUE(c->traces == 1 && c->decode_errors == 0);
         ASSERT_TRUE(c->frames.n == 7);
         ASSERT_TRUE(c->stacks.n == 1);
-        /* kernel and native frames are asked for, UNMAPPED/ABORT are not */
-        ASSERT_TRUE(c->sym.n_frame_queue == 5);
-        ASSERT_TRUE(c->pending_symbols == 5);
+        /* kernel, native and UNMAPPED (perf map) frames are asked for, ABORT is not */
+        ASSERT_TRUE(c->sym.n_frame_queue == 6);
+        ASSERT_TRUE(c->pending_symbols == 6);
 
         /* the same trace again: nothing new */
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT_TRUE(c->traces == 2 && c->frames.n == 7 && c->stacks.n == 1 && c->sym.n_frame_queue == 5);
+        ASSERT_TRUE(c->traces == 2 && c->frames.n == 7 && c->stacks.n == 1 && c->sym.n_frame_queue == 6);
         ASSERT_TRUE(interval_entries(c->current) == 1 && samples_in(c->current) == 2);
 
         /* same frames via the other key of the same file ID: same frames, same stack */
@@ -140,7 +142,7 @@ static void test_decode(Collector *c) {
         f[2].flags = EP_FRAME_FLAG_RETURN_ADDRESS;
         len = trace(100, 102, 1, "worker", f, 7, 2);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT_TRUE(c->frames.n == 8 && c->stacks.n == 2 && c->sym.n_frame_queue == 6);
+        ASSERT_TRUE(c->frames.n == 8 && c->stacks.n == 2 && c->sym.n_frame_queue == 7);
         ASSERT_TRUE(interval_entries(c->current) == 2);
 
         /* a shorter stack that is a suffix of the first is its own stack */
@@ -206,7 +208,12 @@ static void test_decode(Collector *c) {
         ASSERT_TRUE(c->processes.live == 3);
         len = trace(100, 100, 0, "other", stack_a, 7, 2);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
-        ASSERT_TRUE(c->stacks.n == stacks + 1); /* the 2-frame kernel stack above */
+        /* the 2-frame kernel stack above, and stack_a again: its UNMAPPED frame is another
+         * frame in another process */
+        ASSERT_TRUE(c->stacks.n == stacks + 2);
+        ASSERT_TRUE(c->frames.n == frames + 1);
+        ASSERT_TRUE(c->frames.items[frames].kind == EP_FRAME_UNMAPPED);
+        ASSERT_TRUE(c->frames.items[frames].process != c->frames.items[5].process);
 }
 
 static void test_responses(Collector *c) {
@@ -224,10 +231,16 @@ static void test_responses(Collector *c) {
         respond(c, 0, EP_SYM_NOT_FOUND, 0, NULL, 0);
         ASSERT_TRUE(f0->status == EP_SYM_OK);
         respond(c, 1u << 30, EP_SYM_OK, 0, "nope", 0);
-        /* UNMAPPED frames were never asked for */
-        ASSERT_TRUE(c->frames.items[5].sym_state == SYM_STATE_NONE);
-        respond(c, 5, EP_SYM_OK, 0, "nope", 0);
-        ASSERT_TRUE(c->frames.items[5].sym_state == SYM_STATE_NONE);
+        /* an UNMAPPED frame named from a perf map */
+        ASSERT_TRUE(c->frames.items[5].sym_state == SYM_STATE_QUEUED);
+        respond(c, 5, EP_SYM_OK, 0x7f0000001000, "JS:*hot", 0);
+        ASSERT_TRUE(c->frames.items[5].sym_state == SYM_STATE_DONE);
+        ASSERT_TRUE(strcmp(c->frames.items[5].lines[0].function, "JS:*hot") == 0);
+        /* ABORT frames are never asked for */
+        ASSERT_TRUE(c->frames.items[6].sym_state == SYM_STATE_NONE);
+        respond(c, 6, EP_SYM_OK, 0, "nope", 0);
+        ASSERT_TRUE(c->frames.items[6].sym_state == SYM_STATE_NONE);
+        pending--;
         ASSERT_TRUE(c->pending_symbols == pending - 1);
 
         /* a malformed response for a pending frame: counted, and the frame stops waiting */
@@ -274,9 +287,13 @@ static void test_persist(Collector *c, const char *path) {
         ASSERT_TRUE((size_t) q_int(db, "SELECT count(*) FROM stacks") == c->stacks.n - 1);
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM processes") == 3);
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM files") == 2);
-        /* frames 0 (answered) and 1 (malformed answer) and the UNMAPPED/ABORT ones are final */
+        /* frames 0 (answered), 1 (malformed answer), the answered UNMAPPED one and the ABORT
+         * one are final; the second process's UNMAPPED frame waits */
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames WHERE status IS NOT NULL") == 4);
-        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 2);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 2 + 2);
+        /* UNMAPPED frames name their process's row: one per process */
+        ASSERT_TRUE(q_int(db, "SELECT count(DISTINCT f.file) FROM frames f JOIN processes p ON p.id = f.file "
+                              "WHERE f.kind = 3 AND p.pid = 100") == 2);
         ASSERT_TRUE(q_int(db, "SELECT length(gnu_build_id) FROM files WHERE path = '/usr/bin/app'") == 4);
         sqlite3_close(db);
 
@@ -285,7 +302,7 @@ static void test_persist(Collector *c, const char *path) {
                 if (sym_state_pending(c->frames.items[i].sym_state))
                         respond(c, i, EP_SYM_OK, 0x400000 + i, "late", 0);
         ASSERT_TRUE(c->pending_symbols == 0);
-        ASSERT_TRUE(c->n_dirty_frames == 4);
+        ASSERT_TRUE(c->n_dirty_frames == 5);
         len = trace(100, 100, 0, "other", stack_a, 7, 2);
         ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
         ASSERT_OK(collector_close_interval(c, NULL));
@@ -295,8 +312,9 @@ static void test_persist(Collector *c, const char *path) {
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM intervals") == 2);
         ASSERT_TRUE((uint64_t) q_int(db, "SELECT sum(count) FROM samples") == traces + 1);
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames WHERE status IS NULL") == 0);
-        /* 5 rows with 2 lines each: frame 0, and the 4 late ones (two of them share a row) */
-        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 2 + 3 * 2);
+        /* 6 rows with 2 lines each: frame 0, the first UNMAPPED one, and the 5 late ones (two
+         * of them share a row) */
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 2 + 2 + 4 * 2);
         /* no stack or frame row was written twice */
         ASSERT_TRUE((size_t) q_int(db, "SELECT count(*) FROM stacks") == c->stacks.n - 1);
         ASSERT_TRUE((size_t) q_int(db, "SELECT count(*) FROM frames") == c->frames.n - 1);
@@ -305,8 +323,9 @@ static void test_persist(Collector *c, const char *path) {
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM intervals") == 2);
         sqlite3_close(db);
 
-        /* exited processes are forgotten once written */
-        ASSERT_TRUE(c->processes.live == 2);
+        /* exited processes are forgotten once written, unless JIT frames refer to them (the
+         * first pid 100 has one) */
+        ASSERT_TRUE(c->processes.live == 3);
 
         /* A write that fails (another writer holds the lock) leaves no trace in memory: the
          * rows it meant to add are written by the next interval. */
@@ -354,6 +373,169 @@ static void test_persist(Collector *c, const char *path) {
         sqlite3_close(db);
 }
 
+/* JIT frames: UNMAPPED addresses are per process, asked for with the process's pid and start
+ * time, answered from its perf map, written with processes.id in frames.file, asked again
+ * later when the map had no name yet, and their process stays while they exist. */
+static void respond_one(Collector *c, uint64_t cookie, uint8_t status, uint64_t addr, const char *function) {
+        EpWriter w;
+
+        ep_writer_init_dynamic(&w);
+        ep_put_u64(&w, cookie);
+        ep_put_u8(&w, status);
+        ep_put_u64(&w, addr);
+        ep_put_str(&w, "");
+        ep_put_u16(&w, function ? 1 : 0);
+        if (function) {
+                ep_put_str(&w, function);
+                ep_put_str(&w, "");
+                ep_put_u32(&w, 0);
+        }
+        ASSERT_OK(collector_sym_apply(c, EP_MSG_SYM_RESPONSE, w.data, w.size));
+        ep_writer_done(&w);
+}
+
+/* Reads the requests in ring; returns how many, each checked against its frame's process. */
+static unsigned read_requests(Collector *c, EpRing *ring, uint64_t *ret_cookies, unsigned max) {
+        unsigned n = 0;
+        EpRingRecord h;
+        const void *payload;
+
+        while (ep_ring_peek(ring, &h, &payload) == 1) {
+                EpSymRequestMsg m;
+                EpReader rd;
+
+                ASSERT_TRUE(h.type == EP_MSG_SYM_REQUEST);
+                ep_reader_init(&rd, payload, h.len);
+                ASSERT_TRUE(ep_get_sym_request(&rd, 4096, &m));
+                ASSERT_TRUE(m.cookie < c->frames.n);
+                const Frame *f = &c->frames.items[m.cookie];
+                const Process *p = process_table_get(&c->processes, f->process);
+                ASSERT_TRUE(m.kind == EP_FRAME_UNMAPPED && f->kind == EP_FRAME_UNMAPPED);
+                ASSERT_TRUE(m.addr == f->addr);
+                ASSERT_TRUE(p && m.pid == p->pid && m.start_time_ns == p->start_time_ns);
+                ASSERT_TRUE(m.pid == 300 ? m.start_time_ns == 3000 : m.pid == 301 && m.start_time_ns == 3001);
+                if (n < max)
+                        ret_cookies[n] = m.cookie;
+                n++;
+                ep_ring_consume(ring);
+        }
+        return n;
+}
+
+static void test_jit(const char *path) {
+        static const EpFrame jit_stack[] = {
+                { .addr = 0x7f0000002000, .kind = EP_FRAME_UNMAPPED },
+                { .addr = 0x7f0000003000, .kind = EP_FRAME_UNMAPPED, .flags = EP_FRAME_FLAG_RETURN_ADDRESS },
+        };
+        _cleanup_ring_ EpRing *req = NULL, *resp = NULL;
+        uint64_t cookies[8];
+        uint32_t node_idx, py_idx;
+        sqlite3 *db;
+        Collector c;
+        size_t len;
+
+        ASSERT_OK(collector_init(&c));
+        ASSERT_OK(store_open(path, &c.store));
+        announce_process(&c, 300, 3000, "node", "/usr/bin/node");
+        announce_process(&c, 301, 3001, "python3.12", "/usr/bin/python3.12");
+
+        /* The same addresses in two processes: four frames. */
+        len = trace(300, 300, 0, "node", jit_stack, 2, 0);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        len = trace(301, 301, 0, "python3.12", jit_stack, 2, 0);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.frames.n == 4 && c.stacks.n == 2);
+        node_idx = c.frames.items[0].process;
+        py_idx = c.frames.items[2].process;
+        ASSERT_TRUE(node_idx != py_idx);
+        ASSERT_TRUE(c.frames.items[1].process == node_idx && c.frames.items[3].process == py_idx);
+        ASSERT_TRUE(c.frames.items[0].addr == c.frames.items[2].addr && c.frames.items[0].file == 0);
+        /* again in the same process: nothing new, nothing asked again */
+        len = trace(300, 300, 0, "node", jit_stack, 2, 0);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.frames.n == 4 && c.sym.n_frame_queue == 4 && c.pending_symbols == 4);
+
+        /* The requests carry pid and start time. */
+        ASSERT_OK(ep_ring_create("test-sym-req", 1 << 16, &req));
+        ASSERT_OK(ep_ring_create("test-sym-resp", 1 << 16, &resp));
+        ASSERT_OK(collector_sym_attach(&c, ep_ring_memfd(req), ep_ring_eventfd(req), ep_ring_memfd(resp),
+                                       ep_ring_eventfd(resp)));
+        ASSERT_TRUE(read_requests(&c, req, cookies, 8) == 4);
+        ASSERT_TRUE(c.sym.n_frame_queue == 0);
+
+        /* node's map names both, python's has no entry yet */
+        respond_one(&c, 0, EP_SYM_OK, 0x7f0000002000, "LazyCompile:*hotLoop /tmp/x.js:3");
+        respond_one(&c, 1, EP_SYM_OK, 0x7f0000003000, "LazyCompile:*main /tmp/x.js:9");
+        respond_one(&c, 2, EP_SYM_NOT_FOUND, 0x7f0000002000, NULL);
+        respond_one(&c, 3, EP_SYM_NO_FILE, 0x7f0000003000, NULL);
+        ASSERT_TRUE(c.pending_symbols == 0);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames WHERE kind = 3") == 4);
+        ASSERT_TRUE(q_int(db, "SELECT count(DISTINCT file) FROM frames WHERE kind = 3") == 2);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames f JOIN processes p ON p.id = f.file "
+                              "WHERE f.kind = 3 AND p.pid = 300 AND p.start_time_ns = 3000") == 2);
+        char buf[128];
+        q_text(db, "SELECT l.function FROM frames f JOIN frame_lines l ON l.frame = f.id JOIN processes p "
+                   "ON p.id = f.file WHERE p.pid = 300 AND f.addr = 139637976735744", buf, sizeof buf);
+        ASSERT_STREQ(buf, "LazyCompile:*hotLoop /tmp/x.js:3");
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames f JOIN processes p ON p.id = f.file "
+                              "WHERE p.pid = 301 AND f.status IS NOT NULL AND f.status != 0") == 2);
+        sqlite3_close(db);
+
+        /* Python's frames are asked again when seen later, not at once: the map may grow. */
+        len = trace(301, 301, 0, "python3.12", jit_stack, 2, 0);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.sym.n_frame_queue == 0 && c.pending_symbols == 0);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.pending_symbols == 2);
+        collector_sym_flush(&c);
+        ASSERT_TRUE(read_requests(&c, req, cookies, 8) == 2);
+        ASSERT_TRUE((cookies[0] == 2 && cookies[1] == 3) || (cookies[0] == 3 && cookies[1] == 2));
+        respond_one(&c, 2, EP_SYM_OK, 0x7f0000002000, "py::fib:/tmp/fib.py");
+        respond_one(&c, 3, EP_SYM_NOT_FOUND, 0x7f0000003000, NULL);
+        /* node's named frames are never asked again */
+        len = trace(300, 300, 0, "node", jit_stack, 2, 0);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.pending_symbols == 0);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        q_text(db, "SELECT l.function FROM frames f JOIN frame_lines l ON l.frame = f.id JOIN processes p "
+                   "ON p.id = f.file WHERE p.pid = 301 AND f.addr = 139637976735744", buf, sizeof buf);
+        ASSERT_STREQ(buf, "py::fib:/tmp/fib.py");
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames WHERE kind = 3") == 4);
+        sqlite3_close(db);
+
+        /* A bounded number of asks. */
+        for (int i = 0; i < 10; i++) {
+                ASSERT_OK(collector_close_interval(&c, NULL));
+                ASSERT_OK(collector_close_interval(&c, NULL));
+                len = trace(301, 301, 0, "python3.12", jit_stack, 2, 0);
+                ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+                collector_sym_flush(&c);
+                while (read_requests(&c, req, cookies, 8) > 0)
+                        respond_one(&c, cookies[0], EP_SYM_NOT_FOUND, 0x7f0000003000, NULL);
+        }
+        ASSERT_TRUE(c.frames.items[3].sym_asks == 3 && c.pending_symbols == 0);
+
+        /* node exits: its entry stays for its JIT frames (pinned) after its last interval. */
+        ASSERT_OK(collector_intake(&c, EP_MSG_PROCESS_EXIT, (uint32_t[]) { 300 }, 4));
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        const Process *p = process_table_get(&c.processes, node_idx);
+        ASSERT_TRUE(p && p->exited && p->pid == 300 && p->start_time_ns == 3000);
+        /* a new process with node's pid gets its own frames */
+        announce_process(&c, 300, 4000, "node", "/usr/bin/node");
+        len = trace(300, 300, 0, "node", jit_stack, 2, 0);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.frames.n == 6 && c.frames.items[4].process != node_idx);
+
+        collector_done(&c);
+}
+
 int main(void) {
         char dir[] = "/tmp/test-collector-intake.XXXXXX", path[256], cmd[300];
         Collector c;
@@ -366,6 +548,9 @@ int main(void) {
         test_responses(&c);
         test_persist(&c, path);
         collector_done(&c);
+
+        snprintf(path, sizeof(path), "%s/jit.db", dir);
+        test_jit(path);
 
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         ASSERT_TRUE(system(cmd) == 0);

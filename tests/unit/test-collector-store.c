@@ -262,6 +262,47 @@ static void test_bad_files(void) {
         store_free(s);
 }
 
+/* UNMAPPED (JIT) frames: frames.file holds the process's row, so the same address in two
+ * processes is two rows, each with its own name, and the same process finds its row again. */
+static void test_unmapped_frames(const char *path) {
+        SymLine node[1] = { { .function = (char *) "LazyCompile:*hotLoop /tmp/x.js:3", .file = (char *) "" } };
+        SymLine py[1] = { { .function = (char *) "py::fib:/tmp/fib.py", .file = (char *) "" } };
+        const uint64_t addr = 0x7f1234560000ULL;
+        int64_t p1, p2, f1, f2, f1b, native;
+        Store *s = NULL;
+        sqlite3 *db;
+        char buf[128];
+
+        ASSERT_OK(store_open(path, &s));
+        ASSERT_OK(store_begin(s));
+        ASSERT_OK(store_put_process(s, 5000, 1, "node", "/usr/bin/node", "", &p1));
+        ASSERT_OK(store_put_process(s, 5001, 2, "python3.12", "/usr/bin/python3.12", "", &p2));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_UNMAPPED, p1, addr,
+                                  &(StoreSymbol) { .status = EP_SYM_OK, .elf_addr_known = true, .elf_addr = addr,
+                                                   .lines = node, .n_lines = 1 },
+                                  &f1));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_UNMAPPED, p2, addr, NULL, &f2)); /* pending */
+        ASSERT_TRUE(f1 != f2);
+        /* a native frame with a files.id equal to that processes.id is yet another row */
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, p1, addr, NULL, &native));
+        ASSERT_TRUE(native != f1 && native != f2);
+        ASSERT_OK(store_put_frame(s, EP_FRAME_UNMAPPED, p1, addr, NULL, &f1b));
+        ASSERT_TRUE(f1b == f1);
+        ASSERT_OK(store_update_frame_symbol(s, f2, &(StoreSymbol) { .status = EP_SYM_OK, .elf_addr_known = true,
+                                                                    .elf_addr = addr, .lines = py, .n_lines = 1 }));
+        ASSERT_OK(store_commit(s));
+        store_free(s);
+
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        q_text(db, "SELECT l.function FROM frames f JOIN frame_lines l ON l.frame = f.id "
+                   "JOIN processes p ON p.id = f.file WHERE f.kind = 3 AND p.pid = 5000", buf, sizeof buf);
+        ASSERT_STREQ(buf, "LazyCompile:*hotLoop /tmp/x.js:3");
+        q_text(db, "SELECT l.function FROM frames f JOIN frame_lines l ON l.frame = f.id "
+                   "JOIN processes p ON p.id = f.file WHERE f.kind = 3 AND p.pid = 5001", buf, sizeof buf);
+        ASSERT_STREQ(buf, "py::fib:/tmp/fib.py");
+        sqlite3_close(db);
+}
+
 int main(void) {
         char path[256], cmd[300];
 
@@ -271,6 +312,8 @@ int main(void) {
         umask(077); /* the store must still be readable by others */
         test_two_intervals(path);
         test_bad_files();
+        snprintf(path, sizeof(path), "%s/jit.db", dir);
+        test_unmapped_frames(path);
 
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         ASSERT_TRUE(system(cmd) == 0);

@@ -259,8 +259,10 @@ static void push_group(uint64_t id, bool broken, bool empty) {
                         ep_put_u8(&w, ref == 1 ? EP_FRAME_NATIVE : EP_FRAME_KERNEL);
                         ep_put_bytes(&w, ref == 1 ? file_id : (const uint8_t[16]) {}, 16);
                         ep_put_blob(&w, NULL, 0);
+                        ep_put_str(&w, ""); /* no Go build ID */
                         ep_put_str(&w, ref == 1 ? "/opt/busy" : "");
                         ep_put_u64(&w, ref == 1 ? 0x4242 : 0xffffffff81234567ULL);
+                        ep_put_u64(&w, ref == 1 ? 0x404242 : 0); /* ELF address */
                         ep_put_u16(&w, 1);
                         ep_put_str(&w, ref == 1 ? "spin" : "asm_sysvec_apic_timer_interrupt");
                         ep_put_str(&w, ref == 1 ? "busy.c" : "");
@@ -454,7 +456,7 @@ static void check_request(const PbRequest *req) {
         const PbLocation *native = d->location_table[st->location_indices[1]];
         ASSERT_EQ(kernel->mapping_index, 0);
         ASSERT_EQ(native->mapping_index, 1);
-        ASSERT_EQ(native->address, 0x4242);
+        ASSERT_EQ(native->address, 0x404242); /* the ELF address */
         ASSERT_STREQ(d->string_table[d->function_table[native->lines[0]->function_index]->name_strindex], "spin");
         ASSERT_STREQ(d->string_table[d->mapping_table[1]->filename_strindex], "/opt/busy");
 }

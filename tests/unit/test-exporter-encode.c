@@ -25,6 +25,8 @@ static const uint8_t FILE_A[16] = { 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x
 static const uint8_t FILE_B[16] = { 0xb0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
 static const uint8_t BUILD_ID_A[20] = { 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6,
                                         7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+#define GO_BUILD_ID_A "Xy12abcdefghijklmnop/qrstuvwxyzABCDEFGHIJ/KLMNOPQRSTUVWXYZ0123/456789abcdefghijklmn"
+#define ELF_BIAS_A 0x400000 /* FILE_A's ELF address = file offset + this */
 
 static char *xstrdup(const char *s) {
         char *p = strdup(s);
@@ -42,6 +44,8 @@ static void add_frame(ExpInterval *iv, uint8_t kind, const uint8_t *file_id, con
         if (file_id == FILE_A) {
                 memcpy(f->build_id, BUILD_ID_A, sizeof BUILD_ID_A);
                 f->build_id_len = sizeof BUILD_ID_A;
+                f->go_build_id = xstrdup(GO_BUILD_ID_A);
+                f->elf_addr = addr + ELF_BIAS_A; /* FILE_B's frames stay unsymbolized */
         }
         f->mapping_path = path ? xstrdup(path) : NULL;
         f->addr = addr;
@@ -344,7 +348,7 @@ static void check_request(const PbRequest *req) {
                         const PbLocation *n = location(d, st->location_indices[1]);
                         ASSERT_STREQ(find_str_attr(d, n->n_attribute_indices, n->attribute_indices,
                                                    "profile.frame.type"), "native");
-                        ASSERT_EQ(n->address, 0x1234);
+                        ASSERT_EQ(n->address, 0x1234 + ELF_BIAS_A); /* the ELF address, once known */
                         ASSERT_EQ(n->n_lines, 2);
                         ASSERT_STREQ(line_function(d, n->lines[0]), "inlined_leaf");
                         ASSERT_STREQ(line_function(d, n->lines[1]), "outer_fn");
@@ -358,6 +362,9 @@ static void check_request(const PbRequest *req) {
                         ASSERT_STREQ(find_str_attr(d, m->n_attribute_indices, m->attribute_indices,
                                                    "process.executable.build_id.gnu"),
                                      "deadbeef0102030405060708090a0b0c0d0e0f10");
+                        ASSERT_STREQ(find_str_attr(d, m->n_attribute_indices, m->attribute_indices,
+                                                   "process.executable.build_id.go"),
+                                     GO_BUILD_ID_A);
                         break;
                 }
                 case 200: {
@@ -375,6 +382,12 @@ static void check_request(const PbRequest *req) {
                         ASSERT_STREQ(str(d, m->filename_strindex), "/lib/libc.so.6");
                         ASSERT_TRUE(!find_attr(d, m->n_attribute_indices, m->attribute_indices,
                                                "process.executable.build_id.gnu"));
+                        ASSERT_TRUE(!find_attr(d, m->n_attribute_indices, m->attribute_indices,
+                                               "process.executable.build_id.go"));
+                        ASSERT_STREQ(find_str_attr(d, m->n_attribute_indices, m->attribute_indices,
+                                                   "process.executable.build_id.htlhash"),
+                                     "b00102030405060708090a0b0c0d0e0f");
+                        ASSERT_EQ(l->address, 0x500); /* no ELF address: the file offset */
                         break;
                 }
                 case 300: {
@@ -459,8 +472,10 @@ static void put_frame(EpWriter *w, uint32_t ref, uint8_t kind, const uint8_t *fi
         ep_put_u8(w, kind);
         ep_put_bytes(w, file_id ?: zero, 16);
         ep_put_blob(w, file_id == FILE_A ? BUILD_ID_A : NULL, file_id == FILE_A ? sizeof BUILD_ID_A : 0);
+        ep_put_str(w, file_id == FILE_A ? GO_BUILD_ID_A : "");
         ep_put_str(w, file_id ? "/usr/bin/app" : "");
         ep_put_u64(w, addr);
+        ep_put_u64(w, file_id == FILE_A ? addr + ELF_BIAS_A : 0);
         ep_put_u16(w, n_lines);
         for (uint16_t i = 0; i < n_lines; i++) {
                 ep_put_str(w, fn);
@@ -546,6 +561,11 @@ static void test_intake_valid(void) {
         ASSERT_STREQ(iv->frames[iv->stacks[0].frames[1]].lines[1].function, "leaf");
         ASSERT_EQ(iv->frames[iv->stacks[0].frames[1]].lines[1].line, 43);
         ASSERT_EQ(iv->frames[iv->stacks[0].frames[1]].build_id_len, sizeof BUILD_ID_A);
+        ASSERT_STREQ(iv->frames[iv->stacks[0].frames[1]].go_build_id, GO_BUILD_ID_A);
+        ASSERT_EQ(iv->frames[iv->stacks[0].frames[1]].addr, 0x100);
+        ASSERT_EQ(iv->frames[iv->stacks[0].frames[1]].elf_addr, 0x100 + ELF_BIAS_A);
+        ASSERT_TRUE(!iv->frames[iv->stacks[0].frames[0]].go_build_id); /* kernel: none */
+        ASSERT_EQ(iv->frames[iv->stacks[0].frames[0]].elf_addr, 0);
         ASSERT_EQ(iv->n_samples, 1);
         ASSERT_EQ(iv->samples[0].count, 3);
         ASSERT_EQ(iv->samples[0].n_timestamps, 3);
@@ -613,7 +633,8 @@ static void test_intake_malformed(void) {
                 switch (c) {
                 case 0: /* FRAME announcing 2 lines but carrying 1 */
                         put_frame(&w, 3, EP_FRAME_NATIVE, FILE_A, 0x20, 1, "g");
-                        w.data[4 + 1 + 16 + 4 + sizeof BUILD_ID_A + 4 + strlen("/usr/bin/app") + 8] = 2;
+                        w.data[4 + 1 + 16 + 4 + sizeof BUILD_ID_A + 4 + strlen(GO_BUILD_ID_A) + 4 +
+                               strlen("/usr/bin/app") + 8 + 8] = 2;
                         type = EP_MSG_EXP_FRAME;
                         break;
                 case 1: /* unknown frame kind */

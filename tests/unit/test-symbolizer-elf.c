@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "dwarf-lines.h"
 #include "elf-symbols.h"
 #include "resolver.h"
 #include "test-util.h"
@@ -186,9 +187,23 @@ static void check_resolver(const char *target, const char *stripped, EpElfFile *
         CHECK_INT(res->status, EP_SYM_OK);
         CHECK_INT(res->n_lines, 1);
         CHECK_STR(res->lines[0].function, "sym_test_beta");
+        if (ep_dwarf_present(elf)) {
+                /* Built with -g (the default debugoptimized build type): a line from DWARF. */
+                const char *file = res->lines[0].file;
+                CHECK(strlen(file) > 24 && streq(file + strlen(file) - 24, "test-symbolizer-target.c"));
+                CHECK(res->lines[0].line > 0);
+        } else {
+                CHECK_STR(res->lines[0].file, "");
+                CHECK_INT(res->lines[0].line, 0);
+        }
+        CHECK_STR(res->module, "");
+        /* The stripped copy: a name from .dynsym, no line. */
+        res = sym(r, EP_FRAME_NATIVE, 2, off + 3, 0);
+        CHECK_INT(res->status, EP_SYM_OK);
+        CHECK_INT(res->n_lines, 1);
+        CHECK_STR(res->lines[0].function, "sym_test_beta");
         CHECK_STR(res->lines[0].file, "");
         CHECK_INT(res->lines[0].line, 0);
-        CHECK_STR(res->module, "");
         CHECK_U64(res->elf_addr, vaddr_of(elf, "sym_test_beta") + 3);
 
         /* Same again: a cache hit. */
@@ -215,7 +230,8 @@ static void check_resolver(const char *target, const char *stripped, EpElfFile *
         res = sym(r, EP_FRAME_NATIVE, 1, UINT64_MAX / 2, 0);
         CHECK_INT(res->status, EP_SYM_NOT_FOUND);
         CHECK_INT(res->n_lines, 0);
-        CHECK_INT(sym(r, EP_FRAME_UNMAPPED, 0, 0x1234, 0)->status, EP_SYM_NOT_FOUND);
+        /* No perf-map provider in this source: resolve-jit.c answers NO_FILE. */
+        CHECK_INT(sym(r, EP_FRAME_UNMAPPED, 0, 0x1234, 0)->status, EP_SYM_NO_FILE);
 
         /* Eviction (2 files) and reopening give the same answers. */
         res = sym(r, EP_FRAME_NATIVE, 1, offset_of("sym_test_gamma") + 1, 0);
@@ -250,7 +266,7 @@ static void check_resolver(const char *target, const char *stripped, EpElfFile *
         CHECK_INT(info.status, EP_SYM_NO_FILE);
 
         CHECK(stats.resolved >= 8);
-        CHECK(stats.not_found >= 3);
+        CHECK(stats.not_found >= 2); /* outside every PT_LOAD, no symbol covers it */
         CHECK(stats.file_errors >= 5);
         CHECK(ep_resolver_cache_entries(r) > 0);
         unlink(bad);

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Everything native symbolization knows about one opened ELF file beyond its own symbol
+ * tables: its separate debug file and the DWARF of whichever of the two has it. Kept with the
+ * EpElfFile (ep_elf_set_userdata()), so it lives and dies with the resolver's file LRU entry;
+ * the Dwarf handles themselves are bounded separately (dwarf-lines.h).
+ *
+ * Sources, in order: the DWARF inline chain (file, else its debug file); symbol tables
+ * (.symtab, the debug file's .symtab, .dynsym) for the function when DWARF has none or does not
+ * cover the address. Every name is demangled. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "elf-symbols.h"
+#include "resolver.h"
+
+/* Names the code at ELF address vaddr (already moved into the call for return addresses).
+ * path_hint: where the process maps the file (may be NULL), for .gnu_debuglink lookups.
+ * 0 and *ret_lines, *ret_n (innermost first, n >= 1, each function set; free with
+ * ep_sym_lines_free()); -ENOENT nothing names it; -ENOEXEC/-EIO the file itself is bad;
+ * -ENOMEM. Problems in DWARF or a debug file are not errors: the next source is used. */
+int ep_native_symbolize(EpElfFile *elf, const char *path_hint, uint64_t vaddr, EpSymLine **ret_lines, size_t *ret_n);

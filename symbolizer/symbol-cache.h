@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Symbolized native frames kept across restarts, so a restarted symbolizer answers what it
+ * already knew without opening files through the loader or reading their symbols again.
+ * SQLite at <cache-dir>/symbols.db (WAL):
+ *
+ *   PRAGMA user_version = EP_SYMBOL_CACHE_SCHEMA
+ *   CREATE TABLE meta(format TEXT NOT NULL)  -- one row: the symbolizer that wrote the answers
+ *   CREATE TABLE symbols(file_id BLOB NOT NULL, addr INTEGER NOT NULL, flags INTEGER NOT NULL,
+ *                        status INTEGER NOT NULL, elf_addr INTEGER NOT NULL,
+ *                        module TEXT NOT NULL, lines BLOB, last_used INTEGER NOT NULL,
+ *                        PRIMARY KEY(file_id, addr, flags)) WITHOUT ROWID
+ *   CREATE INDEX symbols_lru ON symbols(last_used)
+ *
+ * The key is the resolver's: file ID (content hash, so no invalidation by path or mtime is
+ * needed), file offset, EP_FRAME_FLAG_RETURN_ADDRESS. `lines` is NULL without lines, else
+ * a host-endian blob written with common/wire-buf.h: u16 count, then per line (innermost
+ * first) str function, str file, u32 line (str = u32 length + bytes). addr and elf_addr are
+ * stored as signed 64-bit integers with the same bits.
+ *
+ * `format` is "<project version>+<EP_RESOLVER_ANSWERS_VERSION>/<GNU build ID of the program>":
+ * when another symbolizer — another release or another build — opens the file every row is
+ * dropped (answers may differ between them). The pages in use
+ * (page_count - freelist_count) are kept under max_bytes by deleting the least recently used
+ * rows in batches; freed pages are reused, so the file stays near the bound.
+ *
+ * Reads happen on the request path (one primary-key lookup). Writes — new rows and last_used
+ * stamps of rows that were read — are queued and written in one transaction per flush:
+ * every EP_SYMBOL_CACHE_FLUSH_USEC from the event loop, at once when
+ * EP_SYMBOL_CACHE_FLUSH_ENTRIES are queued, and when the cache is freed.
+ *
+ * Never fatal: a file that is not a database, another schema version, or corrupt while in use
+ * is deleted and created again with one log line (cache-db.c); a row that does not decode is
+ * deleted and reported as a miss. One thread. */
+
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "macro.h"
+#include "resolver.h"
+#include "wire.h"
+
+#define EP_SYMBOL_CACHE_SCHEMA 1
+#define EP_SYMBOL_CACHE_FILE "symbols.db"
+#define EP_SYMBOL_CACHE_DEFAULT_MAX (64ull << 20)
+#define EP_SYMBOL_CACHE_FLUSH_USEC (200 * 1000ULL)
+#define EP_SYMBOL_CACHE_FLUSH_ENTRIES 1000
+
+typedef struct EpSymbolCacheInfo {
+        uint64_t entries;   /* rows, including queued new rows */
+        uint64_t bytes;     /* database pages in use, after the last flush */
+        uint64_t pending;   /* queued writes */
+        uint64_t flushes;   /* transactions written */
+        uint64_t evictions; /* rows deleted for the size bound */
+        uint64_t dropped;   /* rows deleted because they did not decode or were too old */
+        uint64_t rebuilds;  /* times the file was thrown away and created again */
+} EpSymbolCacheInfo;
+
+/* Opens or creates <dir>/symbols.db. With an event loop, queued writes are flushed from it;
+ * without one (tests, tools) only ep_symbol_cache_flush() and _free() write. -errno when the
+ * directory or database cannot be created or written (the caller works without). */
+int ep_symbol_cache_open(const char *dir, uint64_t max_bytes, sd_event *event, EpSymbolCache **ret);
+/* Writes what is queued, then closes. */
+EpSymbolCache *ep_symbol_cache_free(EpSymbolCache *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EpSymbolCache *, ep_symbol_cache_free);
+
+/* flags: only EP_FRAME_FLAG_RETURN_ADDRESS is part of the key. 0 and *ret filled (empty on
+ * entry; the caller frees it with ep_sym_result_done()) on a hit, -ENOENT on a miss, -ENOMEM;
+ * other errors mean the cache could not answer (treat as a miss). */
+int ep_symbol_cache_get(EpSymbolCache *c, const uint8_t file_id[EP_FILE_ID_SIZE], uint64_t addr, uint8_t flags,
+                        EpSymResult *ret);
+/* Queues a result for writing (copied). Only final answers belong here (EP_SYM_OK,
+ * EP_SYM_NOT_FOUND): others are refused with -EINVAL. */
+int ep_symbol_cache_put(EpSymbolCache *c, const uint8_t file_id[EP_FILE_ID_SIZE], uint64_t addr, uint8_t flags,
+                        const EpSymResult *res);
+/* Writes the queue in one transaction and evicts down to the bound. */
+int ep_symbol_cache_flush(EpSymbolCache *c);
+
+void ep_symbol_cache_info(const EpSymbolCache *c, EpSymbolCacheInfo *ret);
+const char *ep_symbol_cache_path(const EpSymbolCache *c);

@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""End to end: symbols persisted across a restart (symbolizer/symbol-cache.c). A first start
+profiles a workload and stops (the symbolizer writes its queue on exit); a second start with
+the same --cache-dir profiles the same program again and answers its frames from
+<cache-dir>/symbols.db (Symbolizer1.PersistedHits), with the same names as the first time."""
+import sqlite3
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Profiler, need_root, run_workload
+
+CHAIN = {"gamma_spin", "beta", "alpha", "main"}
+
+
+@pytest.fixture
+def cache_dir():
+    # Traversable by the unprivileged symbolizer; the CLI creates and hands over "cache".
+    tmp = Path(tempfile.mkdtemp(prefix="ep-symcache-"))
+    tmp.chmod(0o755)
+    yield tmp / "cache"
+    subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+def profile_fpchain(profiler, seconds=3):
+    w = run_workload("fpchain", seconds)
+    w.wait(timeout=seconds + 30)
+    assert w.returncode == 0
+    profiler.flush()
+    time.sleep(1.5)  # the interval closes, waits for symbols, is written
+    return w.pid
+
+
+def native_names(profiler, pid):
+    """{(file_id, file offset): (function names, innermost first)} of the symbolized native
+    frames the process's samples use."""
+    with profiler.db() as con:
+        used = set()
+        for (blob,) in con.execute("SELECT st.frames FROM samples s JOIN processes p ON p.id = s.process "
+                                   "JOIN stacks st ON st.id = s.stack WHERE p.pid = ?", (pid,)):
+            used.update(int.from_bytes(blob[o:o + 8], "little") for o in range(0, len(blob), 8))
+        lines = {}
+        for frame, fn in con.execute("SELECT frame, function FROM frame_lines ORDER BY frame, depth"):
+            lines.setdefault(frame, []).append(fn)
+        out = {}
+        for fid, file_id, addr in con.execute(
+                "SELECT f.id, fi.file_id, f.addr FROM frames f JOIN files fi ON fi.id = f.file "
+                "WHERE f.kind = 1 AND f.status = 0"):
+            if fid in used and fid in lines:
+                out[(bytes(file_id), addr)] = tuple(lines[fid])
+    return out
+
+
+def persisted_rows(cache_dir):
+    con = sqlite3.connect(f"file:{cache_dir / 'symbols.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return con.execute("SELECT count(*) FROM symbols").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_restart_answers_from_the_persisted_cache(cache_dir):
+    need_root()
+    first = Profiler(["--cache-dir", str(cache_dir)])
+    try:
+        pid = profile_fpchain(first)
+        before = native_names(first, pid)
+        assert CHAIN <= {fn for names in before.values() for fn in names}, before
+        # Everything is computed the first time (the cache directory is new).
+        assert first.prop("Symbolizer", "PersistedHits") == 0
+    finally:
+        first.stop()  # SIGTERM: the symbolizer writes what it queued
+    rows = persisted_rows(cache_dir)
+    assert rows >= len(before), f"only {rows} rows persisted for {len(before)} native frames"
+
+    second = Profiler(["--cache-dir", str(cache_dir)])
+    try:
+        assert second.prop("Symbolizer", "PersistedEntries") >= rows
+        pid = profile_fpchain(second)
+        after = native_names(second, pid)
+        hits = second.prop("Symbolizer", "PersistedHits")
+        assert hits > 0, second.output()
+        common = before.keys() & after.keys()
+        # The chain's frames are at the same file offsets in both runs.
+        assert CHAIN <= {fn for k in common for fn in after[k]}, (before, after)
+        assert hits >= len([k for k in common if any(fn in CHAIN for fn in after[k])])
+        for k in common:
+            assert after[k] == before[k], f"{k[0].hex()} +{k[1]:#x}: {before[k]} then {after[k]}"
+    finally:
+        second.stop()

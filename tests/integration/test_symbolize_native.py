@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: MIT
+"""End to end: native frames named from DWARF under real sampling — inline chains with file:line
+in the store's frame_lines (checked against the source's LINE: markers and against
+`addr2line -i`), a stripped program whose debug file is found by build ID under a temporary
+--debug-dir, and demangled C++ template and Rust names."""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, WORKLOADS, Profiler, need_root, run_workload
+
+SOURCE = REPO / "tests" / "workloads" / "inlinechain.c"
+CHAIN = ["ic_inner", "ic_middle", "ic_outer", "ic_spin"]
+
+
+def marker_line(name):
+    for n, line in enumerate(SOURCE.read_text().splitlines(), 1):
+        if f"LINE:{name} " in line:
+            return n
+    raise AssertionError(f"no marker {name}")
+
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", str(path)], capture_output=True, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", out)
+    assert m, out
+    return m.group(1)
+
+
+@pytest.fixture(scope="module")
+def debug_root():
+    """A debug root the unprivileged symbolizer can read, holding inlinechain's debug file
+    under its build ID."""
+    root = Path(tempfile.mkdtemp(prefix="ep-debug-root-"))
+    bid = build_id(WORKLOADS / "inlinechain-stripped")
+    d = root / ".build-id" / bid[:2]
+    d.mkdir(parents=True)
+    shutil.copy(WORKLOADS / "inlinechain.debug", d / f"{bid[2:]}.debug")
+    for p in [root, root / ".build-id", d]:
+        p.chmod(0o755)
+    (d / f"{bid[2:]}.debug").chmod(0o644)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def profiler(debug_root):
+    need_root()
+    p = Profiler(["--debug-dir", f"/nonexistent/debug:{debug_root}"])
+    yield p
+    p.stop()
+
+
+def profile(profiler, name, seconds=4):
+    if not (WORKLOADS / name).exists():
+        pytest.skip(f"workload {name} was not built")
+    w = run_workload(name, seconds)
+    w.wait(timeout=seconds + 30)
+    assert w.returncode == 0
+    profiler.flush()
+    time.sleep(1.5)  # the interval closes, waits for symbols, is written
+    return w.pid
+
+
+def leaf_samples(con, pid):
+    """[(frame_id, elf_addr, path, [(function, file, line) innermost first], samples)] for the
+    leaf frame of every stack of pid, and the per-stack list of all function names."""
+    lines = {}
+    for frame, function, source_file, line in con.execute(
+            "SELECT frame, function, source_file, line FROM frame_lines ORDER BY frame, depth"):
+        lines.setdefault(frame, []).append((function, source_file, line))
+    info = {fid: (elf_addr, path) for fid, elf_addr, path in con.execute(
+        "SELECT f.id, f.elf_addr, fi.path FROM frames f LEFT JOIN files fi ON fi.id = f.file")}
+    leaves, stacks = [], []
+    for blob, count in con.execute(
+            "SELECT st.frames, SUM(s.count) FROM samples s JOIN processes p ON p.id = s.process "
+            "JOIN stacks st ON st.id = s.stack WHERE p.pid = ? GROUP BY st.id", (pid,)):
+        fids = [int.from_bytes(blob[o:o + 8], "little") for o in range(0, len(blob), 8)]
+        if not fids:
+            continue
+        elf_addr, path = info.get(fids[0], (None, None))
+        leaves.append((fids[0], elf_addr, path, lines.get(fids[0], []), count))
+        stacks.append(([fn for f in fids for fn, _, _ in lines.get(f, [])], count))
+    return leaves, stacks
+
+
+def addr2line_chain(binary, addr):
+    out = subprocess.run(["addr2line", "-i", "-f", "-C", "-e", str(binary), hex(addr)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    chain = []
+    for fn, loc in zip(out[0::2], out[1::2]):
+        file, _, line = loc.rpartition(":")
+        chain.append((fn, file, int(line.split()[0]) if line.split()[0].isdigit() else 0))
+    return chain
+
+
+def check_inline_chain(profiler, name, binary_for_addr2line):
+    pid = profile(profiler, name)
+    with profiler.db() as con:
+        leaves, _ = leaf_samples(con, pid)
+    total = sum(c for *_, c in leaves)
+    assert total >= 100, f"expected ~4 s at 99 Hz, got only {total} samples"
+
+    inner_lines = range(marker_line("inner-mark"), marker_line("inner-last") + 1)
+    callers = [marker_line("middle-call"), marker_line("outer-call"), marker_line("spin-call")]
+    good = 0
+    checked = 0
+    for fid, elf_addr, path, chain, count in leaves:
+        if [fn for fn, _, _ in chain] != CHAIN:
+            continue
+        assert all(f.endswith("tests/workloads/inlinechain.c") for _, f, _ in chain), chain
+        assert chain[0][2] in inner_lines, chain
+        assert [l for _, _, l in chain[1:]] == callers, chain
+        # Each distinct leaf address: exactly what binutils says.
+        assert elf_addr is not None
+        want = addr2line_chain(binary_for_addr2line, elf_addr)
+        got = [(fn, os.path.basename(f), l) for fn, f, l in chain]
+        assert got == [(fn, os.path.basename(f), l) for fn, f, l in want], (hex(elf_addr), got, want)
+        checked += 1
+        good += count
+    assert good >= 0.95 * total, (
+        f"{good}/{total} samples carry the inline chain {CHAIN}: "
+        f"{sorted(leaves, key=lambda x: -x[-1])[:5]}")
+    return good, total, checked
+
+
+def test_inline_chain_lines_in_store(profiler):
+    good, total, checked = check_inline_chain(profiler, "inlinechain", WORKLOADS / "inlinechain")
+    print(f"inlinechain: {good}/{total} samples with the 4-frame inline chain; "
+          f"{checked} distinct leaf addresses equal to addr2line -i")
+
+
+def test_stripped_program_resolves_through_build_id_debug_file(profiler):
+    # The stripped binary has neither DWARF nor .symtab: without the debug file under the
+    # temporary --debug-dir, its leaf would have no name at all.
+    assert b".debug_info" not in (WORKLOADS / "inlinechain-stripped").read_bytes()
+    good, total, checked = check_inline_chain(profiler, "inlinechain-stripped", WORKLOADS / "inlinechain")
+    print(f"inlinechain-stripped: {good}/{total} samples with the chain through the build-ID debug file")
+
+
+def share_with(stacks, predicate):
+    total = sum(c for _, c in stacks)
+    return sum(c for names, c in stacks if any(predicate(n) for n in names if n)), total
+
+
+def test_cxx_template_names_demangled(profiler):
+    pid = profile(profiler, "cxxtemplate")
+    with profiler.db() as con:
+        _, stacks = leaf_samples(con, pid)
+    good, total = share_with(stacks, lambda n: n.startswith("ns::Sorter<int>::run("))
+    assert total >= 100, total
+    assert good >= 0.95 * total, f"{good}/{total}: {sorted(stacks, key=lambda x: -x[1])[:3]}"
+    names = {n for ns, _ in stacks for n in ns if n}
+    assert not any(n.startswith("_Z") for n in names), names
+
+
+def test_rust_names_demangled(profiler):
+    pid = profile(profiler, "rustspin")
+    with profiler.db() as con:
+        _, stacks = leaf_samples(con, pid)
+    good, total = share_with(stacks, lambda n: n == "mycrate::module::func")
+    assert total >= 100, total
+    assert good >= 0.95 * total, f"{good}/{total}: {sorted(stacks, key=lambda x: -x[1])[:3]}"
+    names = {n for ns, _ in stacks for n in ns if n}
+    assert "mycrate::main" in names, names
+    assert not any(re.search(r"17h[0-9a-f]{16}E$", n) for n in names), names

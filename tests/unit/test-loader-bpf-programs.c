@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/* unwinder-loader/bpf-programs.c on this kernel: a two-instruction socket filter loaded here is
+ * listed, with a non-zero JIT length at the address kallsyms gives it; classic BPF filters (a
+ * seccomp filter in a child, SO_ATTACH_FILTER on a socket) are not: they get no program ID,
+ * which is why the symbolizer cannot name them and must not give them a neighbour's name.
+ * Needs root; skipped otherwise. */
+
+#include <bpf/bpf.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bpf-programs.h"
+#include "tests.h"
+
+static int load_tiny(uint32_t *ret_id) {
+        const struct bpf_insn insns[] = {
+                { .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+                { .code = BPF_JMP | BPF_EXIT },
+        };
+        struct bpf_prog_info info = {};
+        uint32_t len = sizeof info;
+        int fd, r;
+
+        fd = bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, "ep_tiny", "GPL", insns, ELEMENTSOF(insns), NULL);
+        if (fd < 0)
+                return fd;
+        r = bpf_obj_get_info_by_fd(fd, &info, &len);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        *ret_id = info.id;
+        return fd;
+}
+
+/* The kallsyms name at addr, if any. */
+static bool kallsyms_name_at(uint64_t addr, char *buf, size_t size) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/kallsyms", "re");
+        char line[1024];
+
+        if (!f)
+                return false;
+        while (fgets(line, sizeof line, f)) {
+                unsigned long long a;
+                char type, name[512];
+                if (sscanf(line, "%llx %c %511s", &a, &type, name) == 3 && a == addr) {
+                        snprintf(buf, size, "%s", name);
+                        return true;
+                }
+        }
+        return false;
+}
+
+/* Functions of programs without a name (what a classic filter converted to eBPF would be). */
+static size_t nameless(const EpBpfFunc *f, size_t n) {
+        size_t c = 0;
+        for (size_t i = 0; i < n; i++)
+                c += strlen(f[i].name) == strlen("bpf_prog_") + 2 * BPF_TAG_SIZE;
+        return c;
+}
+
+static void check_listed(void) {
+        _cleanup_free_ EpBpfFunc *funcs = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        uint32_t id = 0;
+        size_t n = 0;
+        const EpBpfFunc *mine = NULL;
+        char kname[512];
+
+        fd = load_tiny(&id);
+        ASSERT_OK(fd);
+        ASSERT_OK(ep_bpf_programs_list(&funcs, &n));
+        ASSERT_TRUE(n >= 1);
+        for (size_t i = 0; i < n; i++) {
+                if (i > 0)
+                        ASSERT_TRUE(funcs[i - 1].start <= funcs[i].start); /* sorted */
+                ASSERT_TRUE(funcs[i].start != 0 && funcs[i].length > 0);
+                if (funcs[i].prog_id == id) {
+                        ASSERT_TRUE(!mine); /* no subprograms */
+                        mine = &funcs[i];
+                }
+        }
+        ASSERT_TRUE(mine);
+        printf("ep_tiny: id %u at 0x%" PRIx64 ", %u bytes, %s\n", id, mine->start, mine->length, mine->name);
+        ASSERT_TRUE(startswith(mine->name, "bpf_prog_"));
+        ASSERT_TRUE(strlen(mine->name) == strlen("bpf_prog_") + 2 * BPF_TAG_SIZE + strlen("_ep_tiny"));
+        ASSERT_STREQ(mine->name + strlen(mine->name) - strlen("_ep_tiny"), "_ep_tiny");
+        /* The name and start kallsyms has (when it lists BPF programs: net.core.bpf_jit_kallsyms). */
+        if (kallsyms_name_at(mine->start, kname, sizeof kname))
+                ASSERT_STREQ(kname, mine->name);
+        else
+                printf("ep_tiny is not in /proc/kallsyms (bpf_jit_kallsyms off?)\n");
+
+        /* Unloaded (its last reference closed): gone from the list. The kernel frees it from a
+         * work item, so give it a moment. */
+        close(TAKE_FD(fd));
+        for (unsigned tries = 0; tries < 100; tries++) {
+                bool found = false;
+                free(TAKE_PTR(funcs));
+                ASSERT_OK(ep_bpf_programs_list(&funcs, &n));
+                for (size_t i = 0; i < n; i++)
+                        found = found || funcs[i].prog_id == id;
+                if (!found)
+                        return;
+                usleep(10 * 1000);
+        }
+        ASSERT_TRUE(!"the unloaded program is still listed");
+}
+
+static void check_classic_not_listed(void) {
+        _cleanup_free_ EpBpfFunc *before = NULL, *during = NULL;
+        size_t n_before = 0, n_during = 0;
+        int go[2], done[2];
+        char c;
+
+        ASSERT_OK(ep_bpf_programs_list(&before, &n_before));
+
+        /* A socket with a classic filter, here. */
+        int sk[2];
+        struct sock_filter accept_all[] = { BPF_STMT(BPF_RET | BPF_K, 0xffff) };
+        struct sock_fprog sprog = { .len = ELEMENTSOF(accept_all), .filter = accept_all };
+        ASSERT_TRUE(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sk) == 0);
+        ASSERT_TRUE(setsockopt(sk[0], SOL_SOCKET, SO_ATTACH_FILTER, &sprog, sizeof sprog) == 0);
+
+        /* A seccomp filter, in a child that keeps it while we look. It reads an argument, so the
+         * kernel cannot replace it by its action cache and JIT-compiles it. */
+        ASSERT_TRUE(pipe2(go, O_CLOEXEC) == 0 && pipe2(done, O_CLOEXEC) == 0);
+        pid_t pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                struct sock_filter f[] = {
+                        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+                        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f123456, 0, 1),
+                        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+                        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+                };
+                struct sock_fprog prog = { .len = ELEMENTSOF(f), .filter = f };
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+                    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+                        _exit(1);
+                if (write(go[1], "x", 1) != 1 || read(done[0], &c, 1) < 0)
+                        _exit(2);
+                _exit(0);
+        }
+        ASSERT_TRUE(read(go[0], &c, 1) == 1);
+        ASSERT_OK(ep_bpf_programs_list(&during, &n_during));
+        ASSERT_TRUE(write(done[1], "x", 1) == 1);
+        int status;
+        ASSERT_TRUE(waitpid(pid, &status, 0) == pid);
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+        /* Other programs may come and go meanwhile (other profilers), but none without a name:
+         * libbpf names every program it loads. */
+        printf("functions: %zu before, %zu with two classic filters installed; nameless: %zu, %zu\n",
+               n_before, n_during, nameless(before, n_before), nameless(during, n_during));
+        ASSERT_TRUE(nameless(during, n_during) <= nameless(before, n_before));
+        close(sk[0]);
+        close(sk[1]);
+        close(go[0]);
+        close(go[1]);
+        close(done[0]);
+        close(done[1]);
+}
+
+int main(void) {
+        if (geteuid() != 0) {
+                printf("test-loader-bpf-programs: needs root, skipped\n");
+                return 77;
+        }
+        uint32_t id;
+        int fd = load_tiny(&id);
+        if (fd < 0) {
+                printf("test-loader-bpf-programs: cannot load a BPF program (%s), skipped\n", strerror(-fd));
+                return 77;
+        }
+        close(fd);
+
+        check_listed();
+        check_classic_not_listed();
+        return tests_summary("test-loader-bpf-programs");
+}

@@ -1,0 +1,581 @@
+/* SPDX-License-Identifier: MIT */
+/* Native symbolization beyond symbol tables: DWARF inline chains and lines, separate debug
+ * files (by .gnu_debuglink and by build ID under a temporary debug root, wrong ones refused),
+ * demangling (C++ templates, Rust, libLLVM's .dynsym), bounded Dwarf handles, and malformed
+ * DWARF. Expected values come from the source's LINE: markers and from binutils (`nm` for
+ * addresses, `addr2line -i -f -C` for whole chains), never from the code under test. */
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "debug-file.h"
+#include "demangle.h"
+#include "dwarf-lines.h"
+#include "elf-symbols.h"
+#include "log.h"
+#include "resolver.h"
+#include "test-util.h"
+
+/* ---- helpers: the program's own facts ---- */
+
+static const char *source;
+
+/* Line of the "LINE:name" marker in the source. */
+static uint32_t marker_line(const char *name) {
+        char want[128], buf[512];
+        uint32_t n = 0;
+
+        snprintf(want, sizeof want, "LINE:%s ", name);
+        FILE *f = fopen(source, "re");
+        CHECK(f);
+        while (fgets(buf, sizeof buf, f)) {
+                n++;
+                if (strstr(buf, want)) {
+                        fclose(f);
+                        return n;
+                }
+        }
+        fclose(f);
+        TEST_FAIL("no marker %s in %s", name, source);
+}
+
+/* Address of the first symbol whose name contains part, from `nm` (binutils). */
+static uint64_t nm_address(const char *path, const char *part, bool dynamic, char *ret_name, size_t name_size) {
+        char cmd[4096], line[4096];
+        uint64_t found = 0;
+
+        snprintf(cmd, sizeof cmd, "nm %s --defined-only '%s' 2>/dev/null", dynamic ? "-D" : "", path);
+        FILE *p = popen(cmd, "r");
+        CHECK(p);
+        while (fgets(line, sizeof line, p)) {
+                unsigned long long a;
+                char type, name[2048];
+                if (sscanf(line, "%llx %c %2047s", &a, &type, name) == 3 && (type == 'T' || type == 't' || type == 'W') &&
+                    strstr(name, part) && !found) {
+                        found = a;
+                        if (ret_name)
+                                snprintf(ret_name, name_size, "%s", name);
+                }
+        }
+        pclose(p);
+        if (!found)
+                TEST_FAIL("nm found no %s in %s", part, path);
+        return found;
+}
+
+/* File offset of an ELF address, from the program headers (what the loader would send). */
+static uint64_t offset_of_vaddr(const char *path, uint64_t vaddr) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        Elf *e;
+        size_t n;
+        uint64_t off = UINT64_MAX;
+
+        CHECK(fd >= 0);
+        elf_version(EV_CURRENT);
+        e = elf_begin(fd, ELF_C_READ, NULL);
+        CHECK(e);
+        CHECK(elf_getphdrnum(e, &n) == 0);
+        for (size_t i = 0; i < n; i++) {
+                GElf_Phdr ph;
+                CHECK(gelf_getphdr(e, (int) i, &ph));
+                if (ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz)
+                        off = vaddr - ph.p_vaddr + ph.p_offset;
+        }
+        elf_end(e);
+        close(fd);
+        CHECK(off != UINT64_MAX);
+        return off;
+}
+
+/* ---- a resolver over named files ---- */
+
+static const char *files[8];
+
+static int open_by_id(void *userdata, const uint8_t id[EP_FILE_ID_SIZE]) {
+        if (id[0] >= ELEMENTSOF(files) || !files[id[0]])
+                return -ENOENT;
+        int fd = open(files[id[0]], O_RDONLY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+static EpResolver *new_resolver(void) {
+        EpFileSource src = { .open_file = open_by_id };
+        EpResolver *r = NULL;
+
+        CHECK_INT(ep_resolver_new(&src, NULL, NULL, &r), 0);
+        return r;
+}
+
+/* Symbolizes vaddr of file slot (whose path is files[slot]); path_hint is what the request
+ * carries. */
+static const EpSymResult *sym(EpResolver *r, uint8_t slot, uint64_t vaddr, bool return_address, const char *path_hint) {
+        EpSymRequest req = {
+                .kind = EP_FRAME_NATIVE,
+                .flags = return_address ? EP_FRAME_FLAG_RETURN_ADDRESS : 0,
+                .file_id = { slot, 0xd3 },
+                .addr = offset_of_vaddr(files[slot], vaddr),
+                .path = path_hint,
+        };
+        const EpSymResult *res = NULL;
+
+        CHECK_INT(ep_resolver_symbolize(r, &req, &res), 0);
+        CHECK(res);
+        return res;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+        size_t a = strlen(s), b = strlen(suffix);
+        return a >= b && streq(s + a - b, suffix);
+}
+
+static void print_result(const EpSymResult *res) {
+        fprintf(stderr, "status %u, %u lines:\n", res->status, res->n_lines);
+        for (unsigned i = 0; i < res->n_lines; i++)
+                fprintf(stderr, "  %s at %s:%u\n", res->lines[i].function, res->lines[i].file, res->lines[i].line);
+}
+
+/* ---- the inline chain ---- */
+
+/* ic_inner → ic_middle → ic_outer → ic_spin at the ic_inner_mark instruction. */
+static void check_chain(const EpSymResult *res) {
+        static const char *const names[] = { "ic_inner", "ic_middle", "ic_outer", "ic_spin" };
+        const uint32_t lines[] = { marker_line("inner-mark"), marker_line("middle-call"), marker_line("outer-call"),
+                                   marker_line("spin-call") };
+
+        if (res->status != EP_SYM_OK || res->n_lines != 4)
+                print_result(res);
+        CHECK_INT(res->status, EP_SYM_OK);
+        CHECK_INT(res->n_lines, 4);
+        for (unsigned i = 0; i < 4; i++) {
+                CHECK_STR(res->lines[i].function, names[i]);
+                if (!ends_with(res->lines[i].file, "tests/workloads/inlinechain.c"))
+                        TEST_FAIL("line %u: file %s", i, res->lines[i].file);
+                CHECK(res->lines[i].file[0] == '/');
+                CHECK_INT(res->lines[i].line, lines[i]);
+        }
+}
+
+typedef struct A2lFrame {
+        char function[2048];
+        char file[2048];
+        uint32_t line;
+} A2lFrame;
+
+/* `addr2line -i -f -C -a` for many addresses at once: frames per address. */
+static size_t addr2line(const char *path, const uint64_t *addrs, size_t n, A2lFrame (*out)[16], size_t *n_out) {
+        size_t cmd_size = 4096 + n * 24, len;
+        char *cmd = malloc(cmd_size), line[2048];
+        long idx = -1;
+
+        CHECK(cmd);
+        len = (size_t) snprintf(cmd, cmd_size, "addr2line -i -f -C -a -e '%s'", path);
+        for (size_t i = 0; i < n; i++)
+                len += (size_t) snprintf(cmd + len, cmd_size - len, " 0x%" PRIx64, addrs[i]);
+        FILE *p = popen(cmd, "r");
+        CHECK(p);
+        while (fgets(line, sizeof line, p)) {
+                line[strcspn(line, "\n")] = 0;
+                if (startswith(line, "0x")) {
+                        idx++;
+                        CHECK((size_t) idx < n);
+                        n_out[idx] = 0;
+                        continue;
+                }
+                CHECK(idx >= 0);
+                A2lFrame *f = &out[idx][n_out[idx]];
+                snprintf(f->function, sizeof f->function, "%s", line);
+                CHECK(fgets(line, sizeof line, p));
+                line[strcspn(line, "\n")] = 0;
+                char *colon = strrchr(line, ':');
+                CHECK(colon);
+                *colon = 0;
+                snprintf(f->file, sizeof f->file, "%s", line);
+                f->line = (uint32_t) strtoul(colon + 1, NULL, 10); /* "?" → 0; " (discriminator N)" ignored */
+                if (n_out[idx] < 15)
+                        n_out[idx]++;
+        }
+        pclose(p);
+        free(cmd);
+        return (size_t) (idx + 1);
+}
+
+/* Every instruction byte of ic_spin: our chain must be addr2line's, frame by frame. */
+static void check_against_addr2line(EpResolver *r, uint8_t slot, uint64_t start, uint64_t end) {
+        size_t n = end - start, agree = 0, inlined = 0;
+        uint64_t *addrs = calloc(n, sizeof(uint64_t));
+        A2lFrame (*frames)[16] = calloc(n, sizeof *frames);
+        size_t *n_frames = calloc(n, sizeof(size_t));
+
+        CHECK(addrs && frames && n_frames);
+        for (size_t i = 0; i < n; i++)
+                addrs[i] = start + i;
+        CHECK_INT(addr2line(files[slot], addrs, n, frames, n_frames), n);
+
+        for (size_t i = 0; i < n; i++) {
+                const EpSymResult *res = sym(r, slot, addrs[i], false, NULL);
+                bool same = res->status == EP_SYM_OK && res->n_lines == n_frames[i];
+
+                for (size_t k = 0; same && k < n_frames[i]; k++)
+                        same = streq(res->lines[k].function, frames[i][k].function) &&
+                               res->lines[k].line == frames[i][k].line &&
+                               ends_with(res->lines[k].file, strrchr(frames[i][k].file, '/') ?: frames[i][k].file);
+                if (!same) {
+                        fprintf(stderr, "0x%" PRIx64 ": addr2line says\n", addrs[i]);
+                        for (size_t k = 0; k < n_frames[i]; k++)
+                                fprintf(stderr, "  %s at %s:%u\n", frames[i][k].function, frames[i][k].file,
+                                        frames[i][k].line);
+                        print_result(res);
+                        TEST_FAIL("chains differ");
+                }
+                agree++;
+                inlined += res->n_lines > 1;
+        }
+        printf("ic_spin: %zu addresses, %zu with inline frames, all equal to addr2line -i\n", agree, inlined);
+        CHECK(inlined > n / 2);
+        free(addrs);
+        free(frames);
+        free(n_frames);
+}
+
+static void test_inline_chain(const char *prog) {
+        _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+        uint64_t mark = nm_address(prog, "ic_inner_mark", false, NULL, 0);
+        uint64_t spin = nm_address(prog, "ic_spin", false, NULL, 0);
+        char cmd[4096];
+        unsigned long long size = 0;
+
+        files[1] = prog;
+        const EpSymResult *res = sym(r, 1, mark, false, prog);
+        check_chain(res);
+        CHECK_U64(res->elf_addr, mark);
+
+        /* A return address one past the mark looks up the mark itself, reports its own. */
+        res = sym(r, 1, mark + 1, true, prog);
+        check_chain(res);
+        CHECK_U64(res->elf_addr, mark + 1);
+
+        /* The whole function against binutils. */
+        snprintf(cmd, sizeof cmd, "nm -S '%s' | awk '$4 == \"ic_spin\" { print $2 }'", prog);
+        FILE *p = popen(cmd, "r");
+        CHECK(p);
+        CHECK(fscanf(p, "%llx", &size) == 1);
+        pclose(p);
+        CHECK(size > 0);
+        check_against_addr2line(r, 1, spin, spin + size);
+}
+
+/* ---- separate debug files ---- */
+
+static char tmp_root[] = "/tmp/test-symbolizer-dwarf-XXXXXX";
+
+static void copy_file(const char *from, const char *to) {
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+        CHECK_INT(system(cmd), 0);
+}
+
+static void test_debuglink(const char *linked, uint64_t mark) {
+        _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+
+        /* Only the debuglink can find it: no debug root has it. */
+        CHECK_INT(ep_debug_roots_set("/nonexistent/debug-root"), 0);
+        files[2] = linked;
+
+        /* Without the path the process maps it at, .gnu_debuglink has no directory. */
+        const EpSymResult *res = sym(r, 2, mark, false, NULL);
+        CHECK_INT(res->status, EP_SYM_NOT_FOUND);
+
+        /* A later request with the path finds it (different address: not a cached result). */
+        res = sym(r, 2, mark + 1, true, linked);
+        check_chain(res);
+        printf("stripped + .gnu_debuglink: chain resolved\n");
+        ep_debug_roots_reset();
+}
+
+static void test_build_id(const char *stripped, const char *debug, const char *wrong, uint64_t mark) {
+        char dir[1024], path[4096];
+        const EpSymResult *res;
+
+        /* The fixed build ID of the test program (symbolizer/meson.build). */
+        snprintf(dir, sizeof dir, "%s/.build-id", tmp_root);
+        CHECK_INT(mkdir(dir, 0755), 0);
+        snprintf(dir, sizeof dir, "%s/.build-id/d3", tmp_root);
+        CHECK_INT(mkdir(dir, 0755), 0);
+        snprintf(path, sizeof path, "%s/a4f1e0000000000000000000000000000dd001.debug", dir);
+
+        char roots[8192];
+        snprintf(roots, sizeof roots, "/nonexistent/debug-root:%s/", tmp_root);
+        CHECK_INT(ep_debug_roots_set(roots), 0);
+        CHECK_STR(ep_debug_roots()[1], tmp_root);
+        files[3] = stripped;
+
+        /* A file with another build ID at the right place is refused. */
+        copy_file(wrong, path);
+        {
+                _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+                res = sym(r, 3, mark, false, NULL);
+                CHECK_INT(res->status, EP_SYM_NOT_FOUND);
+        }
+
+        copy_file(debug, path);
+        {
+                _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+                res = sym(r, 3, mark, false, NULL);
+                check_chain(res);
+        }
+        printf("stripped, debug file by build ID under a temporary root: chain resolved\n");
+        CHECK_INT(unlink(path), 0);
+        CHECK_INT(rmdir(dir), 0);
+        snprintf(dir, sizeof dir, "%s/.build-id", tmp_root);
+        CHECK_INT(rmdir(dir), 0);
+        ep_debug_roots_reset();
+}
+
+/* ---- demangling ---- */
+
+static void check_demangle(const char *in, const char *want, int want_r) {
+        _cleanup_free_ char *out = NULL;
+        CHECK_INT(ep_demangle(in, &out), want_r);
+        CHECK_STR(out, want);
+}
+
+static void test_demangle(void) {
+        check_demangle("_ZN2ns6SorterIiE3runEm", "ns::Sorter<int>::run(unsigned long)", 1);
+        check_demangle("_ZN7mycrate6module4func17h91b3e6adb43111fbE", "mycrate::module::func", 1);
+        check_demangle("_RNvNtCs1234_7mycrate6module4func", "mycrate::module::func", 1);
+        check_demangle("_ZNSt6vectorIiSaIiEE9push_backERKi", "std::vector<int, std::allocator<int> >::push_back(int const&)", 1);
+        check_demangle("_Z3food.cold", "foo(double) [clone .cold]", 1);
+        check_demangle("main", "main", 0);
+        check_demangle("_Zgarbage", "_Zgarbage", 0);
+        check_demangle("_R", "_R", 0);
+        check_demangle("", "", 0);
+
+        /* Over the input cap: left alone. */
+        char *big = malloc(EP_DEMANGLE_INPUT_MAX + 16);
+        CHECK(big);
+        memset(big, 'a', EP_DEMANGLE_INPUT_MAX + 15);
+        memcpy(big, "_ZN", 3);
+        big[EP_DEMANGLE_INPUT_MAX + 15] = 0;
+        check_demangle(big, big, 0);
+        free(big);
+}
+
+static void test_cxx(const char *cxx, const char *nodwarf) {
+        _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+        uint64_t run = nm_address(cxx, "SorterIiE3run", false, NULL, 0);
+
+        files[4] = cxx;
+        files[5] = nodwarf;
+        /* From DWARF (the linkage name), a few bytes in. */
+        const EpSymResult *res = sym(r, 4, run + 4, false, NULL);
+        CHECK_INT(res->status, EP_SYM_OK);
+        CHECK(res->n_lines >= 1);
+        CHECK_STR(res->lines[res->n_lines - 1].function, "ns::Sorter<int>::run(unsigned long)");
+        CHECK(res->lines[res->n_lines - 1].line > 0);
+        CHECK(ends_with(res->lines[res->n_lines - 1].file, "cxxtemplate.cpp"));
+
+        /* From .symtab only. */
+        res = sym(r, 5, run + 4, false, NULL);
+        CHECK_INT(res->status, EP_SYM_OK);
+        CHECK_INT(res->n_lines, 1);
+        CHECK_STR(res->lines[0].function, "ns::Sorter<int>::run(unsigned long)");
+        CHECK_STR(res->lines[0].file, "");
+        printf("C++: ns::Sorter<int>::run(unsigned long) from DWARF and from .symtab\n");
+}
+
+static void test_rust(const char *rust) {
+        _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+        char mangled[2048];
+        uint64_t func = nm_address(rust, "6module4func", false, mangled, sizeof mangled);
+
+        files[6] = rust;
+        const EpSymResult *res = sym(r, 6, func, false, NULL);
+        if (res->status != EP_SYM_OK)
+                print_result(res);
+        CHECK_INT(res->status, EP_SYM_OK);
+        CHECK(res->n_lines >= 1);
+        CHECK_STR(res->lines[res->n_lines - 1].function, "mycrate::module::func");
+        CHECK(ends_with(res->lines[res->n_lines - 1].file, "rustspin.rs"));
+        printf("Rust: %s -> mycrate::module::func\n", mangled);
+}
+
+static void test_llvm_dynsym(void) {
+        glob_t g = {};
+        char mangled[2048];
+
+        if (glob("/usr/lib/x86_64-linux-gnu/libLLVM-*.so.1", 0, NULL, &g) != 0 || g.gl_pathc == 0) {
+                printf("no libLLVM: .dynsym demangling of a big library skipped\n");
+                globfree(&g);
+                return;
+        }
+        _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+        files[7] = g.gl_pathv[0];
+        uint64_t a = nm_address(files[7], "_ZN4llvm", true, mangled, sizeof mangled);
+        const EpSymResult *res = sym(r, 7, a, false, NULL);
+        CHECK_INT(res->status, EP_SYM_OK);
+        CHECK_INT(res->n_lines, 1);
+        if (!startswith(res->lines[0].function, "llvm::"))
+                TEST_FAIL("%s -> %s", mangled, res->lines[0].function);
+        printf("%s: %s -> %s\n", files[7], mangled, res->lines[0].function);
+        globfree(&g);
+}
+
+/* ---- limits and bad input ---- */
+
+static void test_handle_limit(const char *prog, const char *cxx, const char *rust, uint64_t mark) {
+        EpDwarfLimits l = EP_DWARF_LIMITS_DEFAULT;
+        _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+
+        l.max_open = 1;
+        ep_dwarf_set_limits(&l);
+        files[1] = prog;
+        files[4] = cxx;
+        files[6] = rust;
+        uint64_t opens = ep_dwarf_opens();
+        for (int round = 0; round < 2; round++) {
+                /* Round 1: a return address just past the mark (another cache key, same lookup). */
+                check_chain(sym(r, 1, mark + (uint64_t) round, round > 0, NULL));
+                CHECK(ep_dwarf_open_handles() <= 1);
+                if (cxx)
+                        CHECK_INT(sym(r, 4, nm_address(cxx, "SorterIiE3run", false, NULL, 0) + (uint64_t) round, false,
+                                      NULL)->status,
+                                  EP_SYM_OK);
+                CHECK(ep_dwarf_open_handles() <= 1);
+                if (rust)
+                        CHECK_INT(sym(r, 6, nm_address(rust, "6module4func", false, NULL, 0) + (uint64_t) round, false,
+                                      NULL)->status,
+                                  EP_SYM_OK);
+                CHECK(ep_dwarf_open_handles() <= 1);
+        }
+        /* Handles were closed and reopened as files took turns. */
+        CHECK(ep_dwarf_opens() - opens >= (cxx ? 3u : 2u));
+
+        r = ep_resolver_free(r);
+        CHECK_INT(ep_dwarf_open_handles(), 0); /* closed with their files */
+
+        /* A tiny per-handle budget: reopened after every lookup, same answers. */
+        l.max_open = 8;
+        l.max_handle_bytes = 1;
+        ep_dwarf_set_limits(&l);
+        opens = ep_dwarf_opens();
+        {
+                _cleanup_(ep_resolver_freep) EpResolver *fresh = new_resolver();
+                check_chain(sym(fresh, 1, mark, false, NULL));
+                check_chain(sym(fresh, 1, mark + 1, true, NULL));
+        }
+        CHECK_INT(ep_dwarf_opens() - opens, 2);
+        CHECK_INT(ep_dwarf_open_handles(), 0);
+
+        /* A unit cap below the program's unit: no DWARF, the symbol table answers. */
+        l = EP_DWARF_LIMITS_DEFAULT;
+        l.max_unit_bytes = 16;
+        ep_dwarf_set_limits(&l);
+        {
+                _cleanup_(ep_resolver_freep) EpResolver *fresh = new_resolver();
+                const EpSymResult *res = sym(fresh, 1, mark, false, NULL);
+                CHECK_INT(res->status, EP_SYM_OK);
+                CHECK_INT(res->n_lines, 1);
+                CHECK_STR(res->lines[0].function, "ic_spin");
+        }
+        ep_dwarf_set_limits(NULL);
+        printf("Dwarf handles: at most 1 open with max_open=1, reopened past the budget, unit cap honoured\n");
+}
+
+/* Overwrites len bytes at off of a copy of from with byte. */
+static void corrupt_copy(const char *from, const char *to, uint64_t off, size_t len, int byte) {
+        copy_file(from, to);
+        int fd = open(to, O_WRONLY | O_CLOEXEC);
+        CHECK(fd >= 0);
+        uint8_t *buf = malloc(len);
+        CHECK(buf);
+        memset(buf, byte, len);
+        CHECK_INT(pwrite(fd, buf, len, (off_t) off), (ssize_t) len);
+        free(buf);
+        close(fd);
+}
+
+static uint64_t section_offset(const char *path, const char *name, uint64_t *ret_size) {
+        char cmd[4096];
+        unsigned long long off = 0, size = 0;
+
+        /* readelf -W -S: "[Nr] Name Type Address Off Size ..." */
+        snprintf(cmd, sizeof cmd, "readelf -W -S '%s' | awk '$2 == \"%s\" { print $5, $6 } $3 == \"%s\" { print $6, $7 }'",
+                 path, name, name);
+        FILE *p = popen(cmd, "r");
+        CHECK(p);
+        CHECK(fscanf(p, "%llx %llx", &off, &size) == 2);
+        pclose(p);
+        *ret_size = size;
+        return off;
+}
+
+static void test_malformed(const char *prog, uint64_t mark) {
+        static const char *const sections[] = { ".debug_info", ".debug_line", ".debug_abbrev", ".debug_aranges" };
+        static const int bytes[] = { 0xff, 0x00, 0x80 };
+        char path[4096];
+        unsigned runs = 0;
+
+        snprintf(path, sizeof path, "%s/corrupt", tmp_root);
+        files[1] = path;
+        for (size_t s = 0; s < ELEMENTSOF(sections); s++)
+                for (size_t b = 0; b < ELEMENTSOF(bytes); b++)
+                        for (unsigned part = 0; part < 3; part++) {
+                                uint64_t size, off = section_offset(prog, sections[s], &size);
+                                uint64_t at = off + size * part / 3, len = MIN(size - size * part / 3, (uint64_t) 64);
+
+                                corrupt_copy(prog, path, at, (size_t) len, bytes[b]);
+                                _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+                                const EpSymResult *res = sym(r, 1, mark, false, NULL);
+                                /* Whatever DWARF says, the function is there from .symtab. */
+                                CHECK_INT(res->status, EP_SYM_OK);
+                                CHECK(res->n_lines >= 1);
+                                CHECK_STR(res->lines[res->n_lines - 1].function, "ic_spin");
+                                runs++;
+                        }
+        CHECK_INT(unlink(path), 0);
+
+        /* Truncated in the middle of its DWARF: never a crash, a status. */
+        uint64_t size, off = section_offset(prog, ".debug_info", &size);
+        copy_file(prog, path);
+        CHECK_INT(truncate(path, (off_t) (off + size / 2)), 0);
+        {
+                _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+                const EpSymResult *res = sym(r, 1, mark, false, NULL);
+                CHECK(res->status == EP_SYM_OK || res->status == EP_SYM_BAD_FILE || res->status == EP_SYM_NOT_FOUND);
+        }
+        CHECK_INT(unlink(path), 0);
+        printf("malformed DWARF: %u corrupted copies answered from .symtab, truncated copy answered\n", runs);
+}
+
+int main(void) {
+        const char *prog = test_env("DW_PROG");
+        const char *cxx = getenv("DW_CXX"), *rust = getenv("DW_RUST");
+
+        source = test_env("DW_SOURCE");
+        if (getenv("SYM_TEST_DEBUG"))
+                log_set_max_level(LOG_DEBUG);
+        CHECK(mkdtemp(tmp_root));
+
+        test_demangle();
+        uint64_t mark = nm_address(prog, "ic_inner_mark", false, NULL, 0);
+        test_inline_chain(prog);
+        test_debuglink(test_env("DW_PROG_LINK"), mark);
+        test_build_id(test_env("DW_PROG_STRIPPED"), test_env("DW_PROG_DEBUG"), cxx ?: prog, mark);
+        if (cxx && *cxx)
+                test_cxx(cxx, test_env("DW_CXX_NODWARF"));
+        else
+                printf("no C++ compiler: C++ demangling skipped\n");
+        if (rust && *rust)
+                test_rust(rust);
+        else
+                printf("rustc not found: Rust demangling skipped\n");
+        test_llvm_dynsym();
+        test_handle_limit(prog, cxx && *cxx ? cxx : NULL, rust && *rust ? rust : NULL, mark);
+        test_malformed(prog, mark);
+
+        CHECK_INT(rmdir(tmp_root), 0);
+        TEST_DONE("test-symbolizer-dwarf");
+}
