@@ -194,7 +194,8 @@ int ep_kmodules_parse_file(FILE *f, EpKmodules **ret) {
         if (m->n == 0 && m->hidden > 0)
                 return -EPERM;
 
-        qsort(m->mods, m->n, sizeof(EpKmodule), module_compare);
+        if (m->n > 0)
+                qsort(m->mods, m->n, sizeof(EpKmodule), module_compare);
         *ret = TAKE_PTR(m);
         return 0;
 }

@@ -12,16 +12,17 @@ they are named only through libc's separate debug file (package libc6-dbg), and 
 UNKNOWN_LIBC = "[unknown] libc.so.6"
 
 
-def libc(name):
-    """A libc-internal function: named only when libc's debug symbols are installed."""
-    return (name, UNKNOWN_LIBC)
+def libc(*names):
+    """A libc-internal function: named only when libc's debug symbols are installed (by any
+    of its aliases)."""
+    return (*names, UNKNOWN_LIBC)
 
 
 # The main thread's root: main's callers in libc, then _start in the executable.
 MAIN_ROOT = ["main", libc("__libc_start_call_main"),
              ("__libc_start_main_impl", "__libc_start_main"), "_start"]
 # A pthread's root: libc's thread entry, under the clone3 system call wrapper.
-THREAD_ROOT = [libc("start_thread"), libc("__clone3")]
+THREAD_ROOT = [libc("start_thread"), libc("__clone3", "clone3")]
 
 DEEPCHAIN = [f"f{i:02d}" for i in range(25, 0, -1)] + MAIN_ROOT
 RECURSE = ["recurse_spin"] + ["recurse"] * 1000 + MAIN_ROOT
