@@ -22,43 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-util.h"
 #include "dwarf-lines.h"
 #include "resolver.h"
 
-#define LIBDIR "/usr/lib/x86_64-linux-gnu"
 #define FRAMES 20000
 #define RSS_FRAMES 100000
-
-static double now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec * 1e3 + (double) ts.tv_nsec / 1e6;
-}
-
-static char *biggest_llvm(void) {
-        DIR *d = opendir(LIBDIR);
-        struct dirent *de;
-        off_t best = 0;
-        char *path = NULL;
-
-        if (!d)
-                return NULL;
-        while ((de = readdir(d))) {
-                char p[512];
-                struct stat st;
-
-                if (strncmp(de->d_name, "libLLVM", 7) != 0)
-                        continue;
-                snprintf(p, sizeof p, "%s/%s", LIBDIR, de->d_name);
-                if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > best) {
-                        best = st.st_size;
-                        free(path);
-                        path = strdup(p);
-                }
-        }
-        closedir(d);
-        return path;
-}
 
 /* ---- addresses ---- */
 
@@ -163,7 +132,7 @@ typedef struct Pass {
 
 static Pass run_pass(EpResolver *r, const uint64_t *offsets, size_t n) {
         Pass p = {};
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
 
         for (size_t i = 0; i < n; i++) {
                 EpSymRequest req = { .kind = EP_FRAME_NATIVE, .file_id = { 0xbe }, .addr = offsets[i], .path = bench_path };
@@ -176,7 +145,7 @@ static Pass run_pass(EpResolver *r, const uint64_t *offsets, size_t n) {
                         p.lines += res->n_lines;
                 }
         }
-        p.ms = now_ms() - t0;
+        p.ms = bench_now_ms() - t0;
         return p;
 }
 
@@ -246,9 +215,9 @@ static void bench_rss(const char *path) {
                 v[0] = status_kb("VmRSS");
                 if (ep_resolver_new(&src, &config, NULL, &r) < 0)
                         _exit(1);
-                double t0 = now_ms();
+                double t0 = bench_now_ms();
                 (void) run_pass(r, offsets, RSS_FRAMES);
-                v[4] = (long) (now_ms() - t0);
+                v[4] = (long) (bench_now_ms() - t0);
                 v[1] = status_kb("VmHWM");
                 v[2] = status_kb("RssAnon");
                 v[3] = status_kb("RssFile");
@@ -270,8 +239,8 @@ static void bench_rss(const char *path) {
 }
 
 int main(int argc, char **argv) {
-        char *llvm = biggest_llvm();
-        const char *defaults[] = { LIBDIR "/libc.so.6", "/usr/bin/node", getenv("BENCH_DWARF_PROG"), llvm };
+        char *llvm = bench_biggest_llvm();
+        const char *defaults[] = { BENCH_LIBDIR "/libc.so.6", "/usr/bin/node", getenv("BENCH_DWARF_PROG"), llvm };
 
         printf("| file | size | frames | named | lines/frame | cold frames/s | warm frames/s |\n"
                "|---|---|---|---|---|---|---|\n");

@@ -19,45 +19,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-util.h"
 #include "file-id.h"
 #include "unwind-cache.h"
 #include "unwind-extract.h"
 #include "unwind-lookup.h"
 #include "unwind-table.h"
 
-#define LIBDIR "/usr/lib/x86_64-linux-gnu"
 #define RUNS 3
-
-static double now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec * 1e3 + (double) ts.tv_nsec / 1e6;
-}
-
-static char *biggest_llvm(void) {
-        DIR *d = opendir(LIBDIR);
-        struct dirent *de;
-        off_t best = 0;
-        char *path = NULL;
-
-        if (!d)
-                return NULL;
-        while ((de = readdir(d))) {
-                char p[512];
-                struct stat st;
-
-                if (strncmp(de->d_name, "libLLVM", 7) != 0)
-                        continue;
-                snprintf(p, sizeof p, "%s/%s", LIBDIR, de->d_name);
-                if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > best) {
-                        best = st.st_size;
-                        free(path);
-                        path = strdup(p);
-                }
-        }
-        closedir(d);
-        return path;
-}
 
 static void remove_cache(const char *dir) {
         char p[512];
@@ -92,9 +61,9 @@ static int bench(const char *path, const char *cache_dir) {
                 return r;
 
         for (int i = 0; i < RUNS; i++) {
-                double t = now_ms();
+                double t = bench_now_ms();
                 r = ep_unwind_extract_full(fd, id, path, NULL, &blob, &size, &flags, &st);
-                t = now_ms() - t;
+                t = bench_now_ms() - t;
                 if (r < 0) {
                         fprintf(stderr, "%s: extraction failed: %s\n", path, strerror(-r));
                         close(fd);
@@ -123,9 +92,9 @@ static int bench(const char *path, const char *cache_dir) {
         r = ep_unwind_cache_open(cache_dir, EP_UNWIND_CACHE_DEFAULT_MAX, &cache);
         if (r < 0)
                 return r;
-        hit = now_ms();
+        hit = bench_now_ms();
         r = ep_unwind_lookup(cache, fd, id, NULL, &stats, &blob, &size);
-        hit = now_ms() - hit;
+        hit = bench_now_ms() - hit;
         if (r < 0 || stats.cache_hits != 1)
                 return -1;
         free(blob);
@@ -153,8 +122,8 @@ int main(int argc, char *argv[]) {
                 Dl_info info;
                 if (dladdr((void *) gnu_get_libc_version, &info) && info.dli_fname)
                         files[n++] = info.dli_fname;
-                files[n++] = LIBDIR "/libstdc++.so.6";
-                llvm = biggest_llvm();
+                files[n++] = BENCH_LIBDIR "/libstdc++.so.6";
+                llvm = bench_biggest_llvm();
                 if (llvm)
                         files[n++] = llvm;
         }

@@ -166,14 +166,20 @@ static int push_named(Reader *rd, const char *name, const char *module, EpViewKi
         return views_push(rd, &v);
 }
 
-static int push_frame_line(Reader *rd, const EpStoredFrame *f, const char *function) {
-        _cleanup_free_ char *name = NULL;
+static int push_frame_line(Reader *rd, const EpStoredFrame *f, const char *function, const char *source,
+                           int64_t line) {
+        _cleanup_free_ char *name = NULL, *located = NULL;
         const char *module;
         EpViewKind kind;
         int r = ep_store_frame_name(f, function, &name, &module, &kind);
         if (r < 0)
                 return r;
-        return push_named(rd, name, module, kind);
+        if ((rd->flags & EP_STORE_READ_LINES) && function && source && *source && line > 0) {
+                const char *base = strrchr(source, '/');
+                if (asprintf(&located, "%s (%s:%" PRIi64 ")", name, base ? base + 1 : source, line) < 0)
+                        return -ENOMEM;
+        }
+        return push_named(rd, located ?: name, module, kind);
 }
 
 /* Remembers the span of a frame or stack (cache: id → Span) so it is loaded once; returns it. */
@@ -220,14 +226,16 @@ static int load_frame(Reader *rd, int64_t id, Span *ret) {
                 sqlite3_reset(rd->lines_stmt);
                 sqlite3_bind_int64(rd->lines_stmt, 1, id);
                 while ((r = sqlite3_step(rd->lines_stmt)) == SQLITE_ROW) {
-                        r = push_frame_line(rd, &f, (const char *) sqlite3_column_text(rd->lines_stmt, 0));
+                        r = push_frame_line(rd, &f, (const char *) sqlite3_column_text(rd->lines_stmt, 0),
+                                            (const char *) sqlite3_column_text(rd->lines_stmt, 1),
+                                            sqlite3_column_int64(rd->lines_stmt, 2));
                         if (r < 0)
                                 return r;
                 }
                 if (r != SQLITE_DONE)
                         return sql_error(rd->db, "reading frame lines");
                 if (rd->n_views == span.first) {
-                        r = push_frame_line(rd, &f, NULL);
+                        r = push_frame_line(rd, &f, NULL, NULL, 0);
                         if (r < 0)
                                 return r;
                 }
@@ -414,7 +422,7 @@ int ep_store_read(sqlite3 *db, const EpStoreFilter *f, EpStoreReadFlags flags, E
                          "SELECT f.kind, f.addr, f.module, fi.path FROM frames f"
                          " LEFT JOIN files fi ON fi.id = f.file AND f.kind = 1 WHERE f.id = ?1",
                          &rd.frame_stmt)) < 0 ||
-            (r = prepare(db, "SELECT function FROM frame_lines WHERE frame = ?1 ORDER BY depth",
+            (r = prepare(db, "SELECT function, source_file, line FROM frame_lines WHERE frame = ?1 ORDER BY depth",
                          &rd.lines_stmt)) < 0 ||
             (r = prepare(db, "SELECT frames FROM stacks WHERE id = ?1", &rd.stack_stmt)) < 0)
                 goto finish;

@@ -46,6 +46,9 @@ typedef enum EpStoreReadFlags {
         /* Put a "comm (pid)" node between the root and the frames (the flame graph). Without
          * it the stacks of all processes merge, which is all top needs and much smaller. */
         EP_STORE_READ_BY_PROCESS = 1 << 0,
+        /* Name functions with their source position, "f (file.c:12)", where DWARF, Go's
+         * table or a perf map gave one: the same function at two call sites becomes two. */
+        EP_STORE_READ_LINES = 1 << 1,
 } EpStoreReadFlags;
 
 /* Adds the samples that match f to tree. */

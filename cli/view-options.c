@@ -144,6 +144,9 @@ int ep_view_option(EpViewOptions *o, const char *verb, int c, const char *arg) {
         case EP_VIEW_ARG_NO_KERNEL:
                 o->filter.kernel = false;
                 return 1;
+        case EP_VIEW_ARG_LINES:
+                o->lines = true;
+                return 1;
         default:
                 return 0;
         }
@@ -190,7 +193,7 @@ int ep_view_load(const EpViewOptions *o, const char *verb, EpStoreReadFlags flag
                 fprintf(stderr, "ebpf-profiler %s: out of memory\n", verb);
                 return r;
         }
-        r = ep_store_read(db, &o->filter, flags, tree, ret_summary);
+        r = ep_store_read(db, &o->filter, flags | (o->lines ? EP_STORE_READ_LINES : 0), tree, ret_summary);
         if (r < 0) {
                 fprintf(stderr, "ebpf-profiler %s: reading %s failed: %s\n", verb, o->store, strerror(-r));
                 return r;

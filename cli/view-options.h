@@ -5,6 +5,7 @@
  * is, and which samples to show. */
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "store-read.h"
@@ -12,6 +13,7 @@
 typedef struct EpViewOptions {
         const char *store;
         EpStoreFilter filter;
+        bool lines; /* --lines: EP_STORE_READ_LINES */
 } EpViewOptions;
 
 #define EP_VIEW_OPTIONS_INIT \
@@ -25,6 +27,7 @@ enum {
         EP_VIEW_ARG_UNTIL,
         EP_VIEW_ARG_KERNEL,
         EP_VIEW_ARG_NO_KERNEL,
+        EP_VIEW_ARG_LINES,
         _EP_VIEW_ARG_MAX,
 };
 
@@ -35,7 +38,8 @@ enum {
         { "since", required_argument, NULL, EP_VIEW_ARG_SINCE },           \
         { "until", required_argument, NULL, EP_VIEW_ARG_UNTIL },           \
         { "kernel", no_argument, NULL, EP_VIEW_ARG_KERNEL },               \
-        { "no-kernel", no_argument, NULL, EP_VIEW_ARG_NO_KERNEL }
+        { "no-kernel", no_argument, NULL, EP_VIEW_ARG_NO_KERNEL },         \
+        { "lines", no_argument, NULL, EP_VIEW_ARG_LINES }
 
 #define EP_VIEW_OPTIONS_HELP                                                                 \
         "      --store PATH      the profile store (default " EP_STORE_DEFAULT_PATH ")\n"     \
@@ -45,7 +49,8 @@ enum {
         "                        unix seconds, or \"YYYY-MM-DD HH:MM[:SS]\" (local time)\n"  \
         "      --until WHEN      only samples before WHEN (same forms)\n"                    \
         "      --kernel          show kernel frames (the default)\n"                         \
-        "      --no-kernel       hide kernel frames\n"
+        "      --no-kernel       hide kernel frames\n"                                       \
+        "      --lines           name functions with their source file and line\n"
 
 /* Handles one of the EP_VIEW_ARG_* options. Returns 1 if c was one, 0 if not, -EINVAL after
  * printing what is wrong with the value. */

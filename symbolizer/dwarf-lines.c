@@ -361,6 +361,25 @@ done:
         return 0;
 }
 
+
+/* The range holding addr in ranges sorted by start: the latest start at or below addr is the
+ * innermost of nested ones; a few earlier ones are looked at for an enclosing range when that
+ * one ends before addr. NULL when none holds it. */
+static const CuRange *range_find(const CuRange *ranges, size_t n, uint64_t addr) {
+        size_t lo = 0, hi = n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (ranges[mid].lo <= addr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (size_t i = lo, k = 0; i > 0 && k < 16; i--, k++)
+                if (addr < ranges[i - 1].hi)
+                        return &ranges[i - 1];
+        return NULL;
+}
 static int find_unit(EpDwarf *d, uint64_t addr, Dwarf_Die *ret) {
         int r;
 
@@ -372,21 +391,10 @@ static int find_unit(EpDwarf *d, uint64_t addr, Dwarf_Die *ret) {
                 if (r < 0)
                         return r;
         }
-        /* The last range starting at or below addr, and a few before it (ranges may nest). */
-        size_t lo = 0, hi = d->n_cus;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (d->cus[mid].lo <= addr)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        for (size_t i = lo, k = 0; i > 0 && k < 16; i--, k++) {
-                const CuRange *c = &d->cus[i - 1];
-                if (addr < c->hi)
-                        return dwarf_offdie(d->dbg, c->die, ret) ? 0 : -ENOEXEC;
-        }
-        return -ENOENT;
+        const CuRange *c = range_find(d->cus, d->n_cus, addr);
+        if (!c)
+                return -ENOENT;
+        return dwarf_offdie(d->dbg, c->die, ret) ? 0 : -ENOEXEC;
 }
 
 /* ---- functions of a unit ---- */
@@ -517,23 +525,10 @@ static int unit_index(EpDwarf *d, Dwarf_Die *cudie, UnitIndex **ret, bool *ret_n
 
 /* The function DIE whose code holds pc (the innermost when they nest), or -ENOENT. */
 static int unit_function(EpDwarf *d, const UnitIndex *ui, uint64_t pc, Dwarf_Die *ret) {
-        size_t lo = 0, hi = ui->n_funcs;
-
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (ui->funcs[mid].lo <= pc)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        /* The latest start at or below pc is the innermost of nested ones; look back a few
-         * for an enclosing one when it ends before pc. */
-        for (size_t i = lo, k = 0; i > 0 && k < 16; i--, k++) {
-                const CuRange *f = &ui->funcs[i - 1];
-                if (pc < f->hi)
-                        return dwarf_offdie(d->dbg, f->die, ret) ? 0 : -ENOEXEC;
-        }
-        return -ENOENT;
+        const CuRange *f = range_find(ui->funcs, ui->n_funcs, pc);
+        if (!f)
+                return -ENOENT;
+        return dwarf_offdie(d->dbg, f->die, ret) ? 0 : -ENOEXEC;
 }
 
 /* ---- names and files ---- */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kallsyms.h"
+#include "line-reader.h"
 
 #define MAX_LINE 4096
 #define MAX_SYMBOLS (16u << 20)
@@ -141,7 +142,8 @@ static bool is_space(char c) {
 
 /* "ffffffff81000000 T _stext" or "ffffffffc0a01000 t foo\t[mod]". Lines that do not look like
  * this are skipped: the format is the kernel's, but we stay tolerant. */
-static int add_line(EpKallsyms *k, const char *line, size_t len) {
+static int add_line(void *userdata, const char *line, size_t len) {
+        EpKallsyms *k = userdata;
         const char *p = line, *end = line + len;
         uint64_t addr = 0;
         size_t digits = 0;
@@ -287,28 +289,15 @@ static int new_table(EpKallsyms **ret) {
 
 int ep_kallsyms_parse_file(FILE *f, EpKallsyms **ret) {
         _cleanup_(ep_kallsyms_freep) EpKallsyms *k = NULL;
-        _cleanup_free_ char *line = NULL;
-        size_t cap = 0;
-        ssize_t n;
         int r;
 
         r = new_table(&k);
         if (r < 0)
                 return r;
 
-        errno = 0;
-        while ((n = getline(&line, &cap, f)) >= 0) {
-                size_t len = (size_t) n;
-                while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-                        len--;
-                if (len > MAX_LINE)
-                        continue;
-                r = add_line(k, line, len);
-                if (r < 0)
-                        return r;
-        }
-        if (ferror(f))
-                return errno > 0 ? -errno : -EIO;
+        r = ep_for_each_line(f, MAX_LINE, add_line, k);
+        if (r < 0)
+                return r;
 
         r = finish(k);
         if (r < 0)

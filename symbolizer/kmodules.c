@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kmodules.h"
+#include "line-reader.h"
 
 #define MAX_LINE (64u << 10) /* the dependents column can be long, but not this long */
 #define MAX_MODULES 65536u
@@ -119,7 +120,8 @@ static bool valid_name(const char *s, size_t n) {
 
 /* "nf_tables 348160 12 nft_chain_nat, Live 0xffffffffc0a00000 (E)". Lines that do not look
  * like this are skipped, as kallsyms.c does. */
-static int add_line(EpKmodules *m, const char *line, size_t len) {
+static int add_line(void *userdata, const char *line, size_t len) {
+        EpKmodules *m = userdata;
         const char *p = line, *end = line + len;
         const char *name, *size_s, *refs, *deps, *state, *addr_s;
         size_t name_len, size_len, refs_len, deps_len, state_len, addr_len;
@@ -169,28 +171,15 @@ static int module_compare(const void *a, const void *b) {
 
 int ep_kmodules_parse_file(FILE *f, EpKmodules **ret) {
         _cleanup_(ep_kmodules_freep) EpKmodules *m = NULL;
-        _cleanup_free_ char *line = NULL;
-        size_t cap = 0;
-        ssize_t n;
         int r;
 
         r = ep_kmodules_new_empty(&m);
         if (r < 0)
                 return r;
 
-        errno = 0;
-        while ((n = getline(&line, &cap, f)) >= 0) {
-                size_t len = (size_t) n;
-                while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-                        len--;
-                if (len > MAX_LINE)
-                        continue;
-                r = add_line(m, line, len);
-                if (r < 0)
-                        return r;
-        }
-        if (ferror(f))
-                return errno > 0 ? -errno : -EIO;
+        r = ep_for_each_line(f, MAX_LINE, add_line, m);
+        if (r < 0)
+                return r;
         if (m->n == 0 && m->hidden > 0)
                 return -EPERM;
 

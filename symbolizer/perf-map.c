@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "grow-array.h"
 #include "perf-map.h"
 
 #define READ_CHUNK (64u << 10)
@@ -37,26 +38,6 @@ struct EpPerfMap {
 
         EpPerfMapStats stats;
 };
-
-static int reserve(void **p, size_t *cap, size_t need, size_t elem) {
-        size_t n;
-        void *q;
-
-        if (need <= *cap)
-                return 0;
-        n = MAX(*cap, (size_t) 64);
-        while (n < need) {
-                if (n > SIZE_MAX / 2 / elem)
-                        return -ENOMEM;
-                n *= 2;
-        }
-        q = realloc(*p, n * elem);
-        if (!q)
-                return -ENOMEM;
-        *p = q;
-        *cap = n;
-        return 0;
-}
 
 int ep_perf_map_new(const EpPerfMapLimits *limits, EpPerfMap **ret) {
         EpPerfMap *m = calloc(1, sizeof(EpPerfMap));
@@ -260,7 +241,7 @@ static int add_name(EpPerfMap *m, const char *name, size_t len, uint32_t *ret) {
                 if (need > m->limits.max_name_bytes - MIN(m->names_size, (size_t) m->limits.max_name_bytes))
                         return -ENOSPC;
         }
-        r = reserve((void **) &m->names, &m->names_cap, m->names_size + need, 1);
+        r = ARRAY_RESERVE(m->names, m->names_cap, m->names_size + need);
         if (r < 0)
                 return r;
         memcpy(m->names + m->names_size, name, len);
@@ -300,7 +281,7 @@ static int add_line(EpPerfMap *m, const char *line, size_t len) {
         }
         if (r < 0)
                 return r;
-        r = reserve((void **) &m->pending, &m->cap_pending, m->n_pending + 1, sizeof(Range));
+        r = ARRAY_RESERVE(m->pending, m->cap_pending, m->n_pending + 1);
         if (r < 0)
                 return r;
         m->pending[m->n_pending] = (Range) {
@@ -400,7 +381,7 @@ static int emit(Range **out, size_t *n, size_t *cap, uint64_t start, uint64_t en
                 last->end = end;
                 return 0;
         }
-        r = reserve((void **) out, cap, *n + 1, sizeof(Range));
+        r = ARRAY_RESERVE(*out, *cap, *n + 1);
         if (r < 0)
                 return r;
         (*out)[(*n)++] = (Range) { .start = start, .end = end, .name = name };

@@ -3,10 +3,13 @@
 
 /* Minimal assertions for the symbolizer's unit tests (tests/unit/test-symbolizer-*.c). */
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static unsigned test_checks;
 
@@ -82,4 +85,19 @@ static inline uint64_t test_target_offset(const char *target, const char *symbol
         pclose(p);
         CHECK(found > 0);
         return found;
+}
+
+/* A memfd holding text, positioned at its start (as the loader hands files over): a new fd or
+ * a negative errno. */
+static inline int test_memfd_with(const char *name, const char *text) {
+        size_t len = strlen(text);
+        int fd = memfd_create(name, MFD_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        if (write(fd, text, len) != (ssize_t) len || lseek(fd, 0, SEEK_SET) < 0) {
+                close(fd);
+                return -EIO;
+        }
+        return fd;
 }

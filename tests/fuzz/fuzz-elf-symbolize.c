@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz-util.h"
 #include "debug-file.h"
 #include "demangle.h"
 #include "dwarf-lines.h"
@@ -84,20 +85,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 ep_dwarf_set_limits(&l);
                 if (ep_debug_roots_set("/nonexistent/fuzz-debug-root") < 0)
                         abort();
-                fd = memfd_create("fuzz-elf", MFD_CLOEXEC);
-                if (fd < 0)
-                        abort();
         }
         fuzz_demangle(data, size);
-
-        if (ftruncate(fd, 0) < 0)
-                abort();
-        for (size_t done = 0; done < size;) {
-                ssize_t k = pwrite(fd, data + done, size - done, (off_t) done);
-                if (k <= 0)
-                        abort();
-                done += (size_t) k;
-        }
+        fuzz_memfd_fill(&fd, "fuzz-elf", data, size);
 
         int copy = dup(fd);
         if (copy < 0)

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz-util.h"
 #include "unwind-extract.h"
 #include "unwind-table.h"
 
@@ -30,19 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t blob_size = 0;
         uint32_t flags;
 
-        if (fd < 0) {
-                fd = memfd_create("fuzz-elf", MFD_CLOEXEC);
-                if (fd < 0)
-                        abort();
-        }
-        if (ftruncate(fd, 0) < 0)
-                abort();
-        for (size_t done = 0; done < size;) {
-                ssize_t k = pwrite(fd, data + done, size - done, (off_t) done);
-                if (k <= 0)
-                        abort();
-                done += (size_t) k;
-        }
+        fuzz_memfd_fill(&fd, "fuzz-elf", data, size);
 
         if (ep_unwind_extract_full(fd, id, "/nonexistent/dir/file.so", &opts, &blob, &blob_size, &flags, NULL) >= 0) {
                 if (ep_unwind_table_validate(blob, blob_size) < 0)

@@ -123,6 +123,37 @@ class Profiler:
         return con
 
 
+def running_profiler(*args):
+    """For module fixtures: `yield from running_profiler(...)` runs a profiler with those extra
+    `run` options for the module's tests, and stops it after them."""
+    need_root()
+    p = Profiler(list(args))
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+@pytest.fixture(scope="module")
+def profiler():
+    """A profiler with the default options; modules that need others define their own."""
+    yield from running_profiler()
+
+
+@pytest.fixture(scope="module")
+def receiver():
+    """A loopback OTLP receiver (otlp_receiver.py) for the module's tests."""
+    from otlp_receiver import OtlpReceiver
+    r = OtlpReceiver(port=0)
+    r.start()
+    yield r
+    r.stop()
+
+
+def otlp_endpoint(receiver):
+    return f"http://127.0.0.1:{receiver.port}/v1development/profiles"
+
+
 def run_workload(name, seconds, *args):
     """Starts a workload from the build tree; returns the Popen."""
     return subprocess.Popen([str(WORKLOADS / name), str(seconds), *map(str, args)])

@@ -16,27 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, WORKLOADS, Profiler, need_root
-from otlp_receiver import OtlpReceiver
+from conftest import REPO, WORKLOADS, otlp_endpoint, running_profiler
 
 CHAIN = ("gamma_spin", "beta", "alpha")
 WORKLOAD_CFLAGS = ["-O1", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-fno-inline"]
 
 
 @pytest.fixture(scope="module")
-def receiver():
-    r = OtlpReceiver(port=0)
-    r.start()
-    yield r
-    r.stop()
-
-
-@pytest.fixture(scope="module")
 def profiler(receiver):
-    need_root()
-    p = Profiler(["--otlp-endpoint", f"http://127.0.0.1:{receiver.port}/v1development/profiles"])
-    yield p
-    p.stop()
+    yield from running_profiler("--otlp-endpoint", otlp_endpoint(receiver))
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,7 @@ from shutil import which
 
 import pytest
 
-from conftest import BUILD, NATIVE, REPO, WORKLOADS, Profiler, need_root, samples_with_frames
+from conftest import BUILD, NATIVE, REPO, WORKLOADS, Profiler, need_root, running_profiler, samples_with_frames
 
 sys.path.insert(0, str(REPO / "tests" / "replay"))
 from expected_frames import (CHAINS, CXXSORT_TAIL, SPAWN_CHILD, THREAD_ROOT,  # noqa: E402
@@ -294,10 +294,7 @@ def cache_dir():
 
 @pytest.fixture(scope="module")
 def profiler(cache_dir):
-    need_root()
-    p = Profiler(["--cache-dir", str(cache_dir)])
-    yield p
-    p.stop()
+    yield from running_profiler("--cache-dir", str(cache_dir))
 
 
 @pytest.fixture(scope="module")

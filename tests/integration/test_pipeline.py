@@ -9,26 +9,16 @@ import time
 
 import pytest
 
-from conftest import (KERNEL, NATIVE, Profiler, cli, need_root, run_workload, stacks_for_pid)
-from otlp_receiver import OtlpReceiver, flatten_request
+from conftest import (KERNEL, NATIVE, cli, need_root, otlp_endpoint, run_workload, running_profiler,
+                      stacks_for_pid)
+from otlp_receiver import flatten_request
 
 CHAIN = ["gamma_spin", "beta", "alpha", "main"]
 
 
 @pytest.fixture(scope="module")
-def receiver():
-    r = OtlpReceiver(port=0)
-    r.start()
-    yield r
-    r.stop()
-
-
-@pytest.fixture(scope="module")
 def profiler(receiver):
-    need_root()
-    p = Profiler(["--otlp-endpoint", f"http://127.0.0.1:{receiver.port}/v1development/profiles"])
-    yield p
-    p.stop()
+    yield from running_profiler("--otlp-endpoint", otlp_endpoint(receiver))
 
 
 def profile_workload(profiler, name, seconds):

@@ -14,12 +14,11 @@ inlined into main.work and main.fib is called from it. The store must show:
 """
 import subprocess
 import time
-from pathlib import Path
 from shutil import which
 
 import pytest
 
-from conftest import NATIVE, REPO, WORKLOADS, Profiler, need_root
+from conftest import NATIVE, REPO, WORKLOADS, need_root, running_profiler
 
 GOSPIN = WORKLOADS / "gospin"
 SOURCE = REPO / "tests" / "workloads" / "go" / "gospin.go"
@@ -43,9 +42,7 @@ def profiler():
     if not GOSPIN.exists():
         pytest.skip(f"{GOSPIN} not built: `go` was not found when the build was configured "
                     "(scripts/setup.sh --test-deps installs golang-go)")
-    p = Profiler()
-    yield p
-    p.stop()
+    yield from running_profiler()
 
 
 def go_samples(con, pid):

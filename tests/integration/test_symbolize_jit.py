@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Profiler, cli, need_root
+from conftest import cli
 
 UNMAPPED = 3
 NODE = os.environ.get("EP_TEST_NODE", "/usr/bin/node")
@@ -49,14 +49,6 @@ while time.time() < end:
     fib(22)
 print("done")
 """ % SECONDS
-
-
-@pytest.fixture(scope="module")
-def profiler():
-    need_root()
-    p = Profiler()
-    yield p
-    p.stop()
 
 
 @pytest.fixture

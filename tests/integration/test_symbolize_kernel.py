@@ -9,17 +9,9 @@ import time
 
 import pytest
 
-from conftest import KERNEL, WORKLOADS, Profiler, need_root, samples_with_frames
+from conftest import KERNEL, WORKLOADS, samples_with_frames
 
 SYM = ("org.ebpfprofiler.Symbolizer1", "/org/ebpfprofiler/Symbolizer1", "org.ebpfprofiler.Symbolizer1")
-
-
-@pytest.fixture(scope="module")
-def profiler():
-    need_root()
-    p = Profiler()
-    yield p
-    p.stop()
 
 
 def sym_prop(profiler, name):

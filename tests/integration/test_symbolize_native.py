@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, WORKLOADS, Profiler, need_root, run_workload
+from conftest import REPO, WORKLOADS, cli, run_workload, running_profiler
 
 SOURCE = REPO / "tests" / "workloads" / "inlinechain.c"
 CHAIN = ["ic_inner", "ic_middle", "ic_outer", "ic_spin"]
@@ -51,10 +51,7 @@ def debug_root():
 
 @pytest.fixture(scope="module")
 def profiler(debug_root):
-    need_root()
-    p = Profiler(["--debug-dir", f"/nonexistent/debug:{debug_root}"])
-    yield p
-    p.stop()
+    yield from running_profiler("--debug-dir", f"/nonexistent/debug:{debug_root}")
 
 
 def profile(profiler, name, seconds=4):
@@ -102,6 +99,7 @@ def addr2line_chain(binary, addr):
 
 def check_inline_chain(profiler, name, binary_for_addr2line):
     pid = profile(profiler, name)
+    check_top_lines(profiler, pid)
     with profiler.db() as con:
         leaves, _ = leaf_samples(con, pid)
     total = sum(c for *_, c in leaves)
@@ -128,6 +126,16 @@ def check_inline_chain(profiler, name, binary_for_addr2line):
         f"{good}/{total} samples carry the inline chain {CHAIN}: "
         f"{sorted(leaves, key=lambda x: -x[-1])[:5]}")
     return good, total, checked
+
+
+def check_top_lines(profiler, pid):
+    """`top --lines` names the inlined innermost function with its file and line, and the
+    spinning function with the line it calls the chain from."""
+    out = cli("top", "--store", profiler.store, "--pid", pid, "--lines").stdout
+    inner = range(marker_line("inner-mark"), marker_line("inner-last") + 1)
+    rows = re.findall(r"ic_inner \(inlinechain\.c:(\d+)\)", out)
+    assert rows and all(int(l) in inner for l in rows), out
+    assert f"ic_spin (inlinechain.c:{marker_line('spin-call')})" in out, out
 
 
 def test_inline_chain_lines_in_store(profiler):

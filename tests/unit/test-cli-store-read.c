@@ -236,6 +236,18 @@ static void test_unfiltered(const char *path) {
         CHECK_U64(ep_calltree_node(merged.tree, 0)->total, 31);
         result_done(&merged);
 
+        /* With source positions: a function with a line becomes "name (file:line)", one
+         * without (libc, kernel) keeps its name; the figures stay the same. */
+        Result located;
+        CHECK_INT(read_flags(path, &f, EP_STORE_READ_LINES, &located), 0);
+        CHECK_INT(located.n, res.n);
+        CHECK_FN(located, "compute_inner (app.c:10)", 18, 18);
+        CHECK_FN(located, "compute (app.c:20)", 0, 18);
+        CHECK_FN(located, "main (app.c:30)", 0, 31);
+        CHECK_FN(located, "__libc_start_main", 0, 31);
+        CHECK_FN(located, "do_syscall_64 [k]", 0, 5);
+        result_done(&located);
+
         /* top's text */
         char *text = NULL;
         size_t size = 0;

@@ -22,23 +22,12 @@ static size_t fake_n_progs;
 static int fake_list_error;
 static unsigned list_calls;
 
-static int memfd_with(const char *name, const char *text) {
-        int fd = memfd_create(name, MFD_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (write(fd, text, strlen(text)) != (ssize_t) strlen(text) || lseek(fd, 0, SEEK_SET) < 0) {
-                close(fd);
-                return -EIO;
-        }
-        return fd;
-}
-
 static int fake_open_file(void *userdata, const uint8_t id[]) {
         return -ENOENT;
 }
 
 static int fake_open_kallsyms(void *userdata) {
-        return memfd_with("kallsyms", fake_kallsyms);
+        return test_memfd_with("kallsyms", fake_kallsyms);
 }
 
 static int fake_list_bpf_programs(void *userdata, EpBpfProgram **ret, size_t *ret_n) {

@@ -144,15 +144,7 @@ static const char kallsyms_text[] = "ffffffff81000000 T _stext\n"
                                     "ffffffffc0001000 t mod_func\t[mymod]\n";
 
 static int fake_open_kallsyms(void *userdata) {
-        int fd = memfd_create("kallsyms", MFD_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (write(fd, kallsyms_text, strlen(kallsyms_text)) != (ssize_t) strlen(kallsyms_text) ||
-            lseek(fd, 0, SEEK_SET) < 0) {
-                close(fd);
-                return -EIO;
-        }
-        return fd;
+        return test_memfd_with("kallsyms", kallsyms_text);
 }
 
 static const EpSymResult *sym(EpResolver *r, uint8_t kind, uint8_t file, uint64_t addr, uint8_t flags) {

@@ -89,10 +89,8 @@ int main(void) {
 
         /* No trailing newline, CRLF, through a descriptor. */
         static const char crlf[] = "ffffffff81000000 T a\r\nffffffff81000100 T b";
-        int fd = memfd_create("kallsyms", MFD_CLOEXEC);
+        int fd = test_memfd_with("kallsyms", crlf);
         CHECK(fd >= 0);
-        CHECK(write(fd, crlf, strlen(crlf)) == (ssize_t) strlen(crlf));
-        CHECK(lseek(fd, 0, SEEK_SET) == 0);
         CHECK_INT(ep_kallsyms_parse_fd(fd, &h), 0);
         check(h, 0xffffffff81000050, "a", "", 0xffffffff81000000);
         check(h, 0xffffffff81000150, "b", "", 0xffffffff81000100);

@@ -106,10 +106,8 @@ static void check_parse(void) {
         h = ep_kmodules_free(h);
 
         /* Through a descriptor, as the loader hands it over. */
-        int fd = memfd_create("modules", MFD_CLOEXEC);
+        int fd = test_memfd_with("modules", modules_text);
         CHECK(fd >= 0);
-        CHECK(write(fd, modules_text, strlen(modules_text)) == (ssize_t) strlen(modules_text));
-        CHECK(lseek(fd, 0, SEEK_SET) == 0);
         CHECK_INT(ep_kmodules_parse_fd(fd, &h), 0);
         CHECK_INT(ep_kmodules_count(h), 5);
         h = ep_kmodules_free(h);
@@ -233,29 +231,18 @@ static const char *fake_kallsyms;
 static const char *fake_modules; /* NULL: this kernel has no modules (-ENOENT) */
 static unsigned kallsyms_opens, modules_opens;
 
-static int memfd_with(const char *name, const char *text) {
-        int fd = memfd_create(name, MFD_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (write(fd, text, strlen(text)) != (ssize_t) strlen(text) || lseek(fd, 0, SEEK_SET) < 0) {
-                close(fd);
-                return -EIO;
-        }
-        return fd;
-}
-
 static int fake_open_file(void *userdata, const uint8_t id[]) {
         return -ENOENT;
 }
 
 static int fake_open_kallsyms(void *userdata) {
         kallsyms_opens++;
-        return memfd_with("kallsyms", fake_kallsyms);
+        return test_memfd_with("kallsyms", fake_kallsyms);
 }
 
 static int fake_open_kernel_modules(void *userdata) {
         modules_opens++;
-        return fake_modules ? memfd_with("modules", fake_modules) : -ENOENT;
+        return fake_modules ? test_memfd_with("modules", fake_modules) : -ENOENT;
 }
 
 #define VMLINUX                                                         \

@@ -134,15 +134,7 @@ static const char kallsyms_text[] = "ffffffff81000000 T _stext\n"
                                     "ffffffff81000100 T do_one_thing\n";
 
 static int fake_open_kallsyms(void *userdata) {
-        int fd = memfd_create("kallsyms", MFD_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (write(fd, kallsyms_text, strlen(kallsyms_text)) != (ssize_t) strlen(kallsyms_text) ||
-            lseek(fd, 0, SEEK_SET) < 0) {
-                close(fd);
-                return -EIO;
-        }
-        return fd;
+        return test_memfd_with("kallsyms", kallsyms_text);
 }
 
 static const EpFileSource source = { .open_file = fake_open_file, .open_kallsyms = fake_open_kallsyms };

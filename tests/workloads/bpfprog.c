@@ -14,13 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ADDS 4000
+#include "workload.h"
 
-static double now(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
+#define ADDS 4000
 
 static int sys_bpf(int cmd, union bpf_attr *attr) {
         return (int) syscall(SYS_bpf, cmd, attr, sizeof *attr);
@@ -61,7 +57,7 @@ static int load_program(void) {
 __attribute__((noinline)) static int run_program(int fd, double until) {
         static uint8_t packet[64];
 
-        while (now() < until) {
+        while (workload_now() < until) {
                 union bpf_attr attr;
                 memset(&attr, 0, sizeof attr);
                 attr.test.prog_fd = (uint32_t) fd;
@@ -77,18 +73,12 @@ __attribute__((noinline)) static int run_program(int fd, double until) {
 }
 
 int main(int argc, char **argv) {
-        double seconds = argc > 1 ? atof(argv[1]) : 5;
-        double delay = argc > 2 ? atof(argv[2]) : 0;
-
-        if (delay > 0) {
-                struct timespec ts = { .tv_sec = (time_t) delay,
-                                       .tv_nsec = (long) ((delay - (double) (time_t) delay) * 1e9) };
-                nanosleep(&ts, NULL);
-        }
+        workload_delay(argc, argv);
+        double until = workload_deadline(argc, argv); /* the duration counts from now */
         int fd = load_program();
         if (fd < 0)
                 return 1;
         printf("program loaded\n");
         fflush(stdout);
-        return run_program(fd, now() + seconds) < 0 ? 1 : 0;
+        return run_program(fd, until) < 0 ? 1 : 0;
 }

@@ -17,14 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "workload.h"
+
 #define BLOCK 200   /* comparisons per block: a conditional jump reaches at most 255 ahead */
 #define BLOCKS 20   /* 1 + 20 * 202 + 1 = 4042 instructions, below BPF_MAXINSNS (4096) */
-
-static double now(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
 
 /* Each block: BLOCK comparisons that would jump to the block's KILL (never: getppid's unused
  * first argument is 0, the values compared are not), a jump over that KILL, the KILL. Real
@@ -52,26 +48,20 @@ static int install_filter(void) {
 }
 
 __attribute__((noinline)) static void cheap_syscalls(double until) {
-        while (now() < until)
+        while (workload_now() < until)
                 for (int i = 0; i < 1000; i++)
                         syscall(SYS_getppid, 0);
 }
 
 int main(int argc, char **argv) {
-        double seconds = argc > 1 ? atof(argv[1]) : 5;
-        double delay = argc > 2 ? atof(argv[2]) : 0;
-
-        if (delay > 0) {
-                struct timespec ts = { .tv_sec = (time_t) delay,
-                                       .tv_nsec = (long) ((delay - (double) (time_t) delay) * 1e9) };
-                nanosleep(&ts, NULL);
-        }
+        workload_delay(argc, argv);
+        double until = workload_deadline(argc, argv); /* the duration counts from now */
         if (install_filter() < 0) {
                 perror("seccomp");
                 return 1;
         }
         printf("filter installed\n");
         fflush(stdout);
-        cheap_syscalls(now() + seconds);
+        cheap_syscalls(until);
         return 0;
 }

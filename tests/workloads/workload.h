@@ -26,6 +26,18 @@ static inline double workload_deadline(int argc, char **argv) {
         return workload_now() + seconds;
 }
 
+/* Sleeps argv[2] seconds (default 0), for workloads that must start doing their thing only
+ * after a profiler started next to them is running. */
+static inline void workload_delay(int argc, char **argv) {
+        double delay = argc > 2 ? atof(argv[2]) : 0;
+
+        if (delay > 0) {
+                struct timespec ts = { .tv_sec = (time_t) delay,
+                                       .tv_nsec = (long) ((delay - (double) (time_t) delay) * 1e9) };
+                nanosleep(&ts, NULL);
+        }
+}
+
 /* One burst of pure computation (~1 ms): the time check between bursts is the only call, so
  * nearly every sample and core dump catches the spinning function in its own code. */
 static inline uint64_t workload_burst(uint64_t x) {
