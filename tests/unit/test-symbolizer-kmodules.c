@@ -213,7 +213,8 @@ static void check_notes(const char *root) {
         CHECK_INT(ep_elf_notes_find_build_id(buf, n, id), -EBADMSG);
         memcpy(buf, &huge, 4); /* namesz */
         CHECK_INT(ep_elf_notes_find_build_id(buf, n, id), -EBADMSG);
-        n = put_note(buf, 3, "GNU", buf + 200, EP_KMODULE_BUILD_ID_MAX + 4); /* too long an ID */
+        static const uint8_t long_id[EP_KMODULE_BUILD_ID_MAX + 4];
+        n = put_note(buf, 3, "GNU", long_id, sizeof long_id); /* too long an ID */
         CHECK_INT(ep_elf_notes_find_build_id(buf, n, id), -EBADMSG);
         n = put_note(buf, 3, "GNUX", mymod_id, 20); /* other owner */
         n += put_note(buf + n, 4, "GNU", mymod_id, 20); /* other type */
