@@ -285,13 +285,26 @@ static void function_leave(FunctionAcc *acc, const EpCallNode *node) {
 
 static _Thread_local const EpCallTree *stat_tree;
 
-static int stat_cmp(const void *a, const void *b) {
+static int desc(uint64_t a, uint64_t b) {
+        return (a < b) - (a > b);
+}
+
+static int stat_cmp_self(const void *a, const void *b) {
         const EpFunctionStat *x = a, *y = b;
-        if (x->self != y->self)
-                return x->self < y->self ? 1 : -1;
-        if (x->total != y->total)
-                return x->total < y->total ? 1 : -1;
-        return frame_cmp(stat_tree, &x->frame, &y->frame);
+        return desc(x->self, y->self) ?: desc(x->total, y->total) ?: frame_cmp(stat_tree, &x->frame, &y->frame);
+}
+
+static int stat_cmp_total(const void *a, const void *b) {
+        const EpFunctionStat *x = a, *y = b;
+        return desc(x->total, y->total) ?: desc(x->self, y->self) ?: frame_cmp(stat_tree, &x->frame, &y->frame);
+}
+
+void ep_calltree_sort_functions(const EpCallTree *t, EpFunctionStat *stats, size_t n, EpFunctionOrder order) {
+        if (n == 0)
+                return;
+        stat_tree = t;
+        qsort(stats, n, sizeof(EpFunctionStat), order == EP_FUNCTIONS_BY_TOTAL ? stat_cmp_total : stat_cmp_self);
+        stat_tree = NULL;
 }
 
 static bool is_function(const EpCallNode *n) {
@@ -334,11 +347,7 @@ int ep_calltree_functions(const EpCallTree *t, EpFunctionStat **ret, size_t *ret
                 }
         }
 
-        if (acc.n > 0) {
-                stat_tree = t;
-                qsort(acc.stats, acc.n, sizeof(EpFunctionStat), stat_cmp);
-                stat_tree = NULL;
-        }
+        ep_calltree_sort_functions(t, acc.stats, acc.n, EP_FUNCTIONS_BY_SELF);
 
         *ret = TAKE_PTR(acc.stats);
         *ret_n = acc.n;

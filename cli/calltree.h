@@ -75,3 +75,12 @@ typedef struct EpFunctionStat {
 /* Sorted by self, then total (descending), then name. Root and process nodes are not
  * functions and are left out. */
 int ep_calltree_functions(const EpCallTree *t, EpFunctionStat **ret, size_t *ret_n);
+
+typedef enum EpFunctionOrder {
+        EP_FUNCTIONS_BY_SELF,  /* self, then total, descending, then name */
+        EP_FUNCTIONS_BY_TOTAL, /* total, then self, descending, then name */
+        _EP_FUNCTIONS_ORDER_MAX,
+} EpFunctionOrder;
+
+/* Sorts a function table of t again. */
+void ep_calltree_sort_functions(const EpCallTree *t, EpFunctionStat *stats, size_t n, EpFunctionOrder order);

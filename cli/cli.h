@@ -9,3 +9,4 @@ int verb_run(int argc, char **argv);
 int verb_status(int argc, char **argv);
 int verb_top(int argc, char **argv);
 int verb_flamegraph(int argc, char **argv);
+int verb_export(int argc, char **argv);

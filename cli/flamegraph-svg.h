@@ -1,18 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* A self-contained SVG flame graph of a call tree: the root at the bottom, each frame a
- * rectangle as wide as its share of the samples, callees stacked above their callers. */
+/* A self-contained SVG flame graph of a call tree: the root at the bottom (at the top with
+ * icicle), each frame a rectangle as wide as its share of the samples, callees stacked above
+ * (below) their callers. */
 
 #include <stdio.h>
 
-#include "calltree.h"
-
-typedef struct EpFlameOptions {
-        const char *title;
-        const char *subtitle; /* NULL: none */
-        unsigned width;       /* pixels; 0: 1200 */
-} EpFlameOptions;
+#include "flamegraph-model.h"
 
 /* Returns the number of frames drawn (frames narrower than a tenth of a pixel are left out),
  * or a negative errno. */

@@ -16,7 +16,8 @@ static const struct {
         { "run", verb_run, "run the profiler's daemons in the foreground (without systemd)" },
         { "status", verb_status, "show whether the daemons run, with their counters" },
         { "top", verb_top, "list the hottest functions in the profile store" },
-        { "flamegraph", verb_flamegraph, "write an SVG flame graph of the profile store" },
+        { "flamegraph", verb_flamegraph, "write an interactive HTML (or SVG) flame graph of the profile store" },
+        { "export", verb_export, "write the profile store as pprof, folded stacks or OTLP" },
 };
 
 static void help(void) {
@@ -52,5 +53,5 @@ int main(int argc, char **argv) {
 
         if (verb[0] == '-')
                 return ep_usage_error(NULL, "unrecognized option '%s'", verb);
-        return ep_usage_error(NULL, "unknown command '%s' (commands: run, status, top, flamegraph)", verb);
+        return ep_usage_error(NULL, "unknown command '%s' (commands: run, status, top, flamegraph, export)", verb);
 }

@@ -42,6 +42,7 @@ typedef struct RunArgs {
         uint64_t duration_ns;   /* 0: until stopped */
         const char *frequency;  /* as given, validated */
         const char *interval;
+        const char *retention_age, *retention_size; /* as given, validated */
         const char *store;
         const char *cache_dir;
         const char *endpoint;
@@ -425,6 +426,9 @@ static void help(void) {
                "      --frequency HZ         samples per second per CPU (1-10000; loader default 20)\n"
                "      --interval DURATION    aggregation interval of the store (collector default)\n"
                "      --store PATH           the profile store (default " EP_STORE_DEFAULT_PATH ")\n"
+               "      --retention-age DURATION\n"
+               "                             delete store intervals older than this (default 3d)\n"
+               "      --retention-size SIZE  keep the store under this size, oldest first (default 1G)\n"
                "      --cache-dir DIR        the symbolizer's cache (default " EP_CACHE_DIR ")\n"
                "      --debug-dir DIR        where the symbolizer looks for separate debug files\n"
                "                             (repeatable or a colon list; default /usr/lib/debug)\n"
@@ -440,6 +444,8 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 ARG_DURATION = 0x100,
                 ARG_FREQUENCY,
                 ARG_INTERVAL,
+                ARG_RETENTION_AGE,
+                ARG_RETENTION_SIZE,
                 ARG_STORE,
                 ARG_CACHE_DIR,
                 ARG_ENDPOINT,
@@ -452,6 +458,8 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 { "duration", required_argument, NULL, ARG_DURATION },
                 { "frequency", required_argument, NULL, ARG_FREQUENCY },
                 { "interval", required_argument, NULL, ARG_INTERVAL },
+                { "retention-age", required_argument, NULL, ARG_RETENTION_AGE },
+                { "retention-size", required_argument, NULL, ARG_RETENTION_SIZE },
                 { "store", required_argument, NULL, ARG_STORE },
                 { "cache-dir", required_argument, NULL, ARG_CACHE_DIR },
                 { "otlp-endpoint", required_argument, NULL, ARG_ENDPOINT },
@@ -485,6 +493,18 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                         if (ep_parse_duration(optarg, &u) < 0 || u < NSEC_PER_SEC)
                                 return ep_usage_error("run", "invalid --interval '%s' (at least 1s)", optarg);
                         a->interval = optarg;
+                        break;
+                case ARG_RETENTION_AGE:
+                        if (ep_parse_duration(optarg, &u) < 0 || (u > 0 && u < EP_RETENTION_AGE_MIN_NS))
+                                return ep_usage_error("run", "invalid --retention-age '%s' (at least 1min, e.g. 12h, 3d; 0 keeps everything)",
+                                                      optarg);
+                        a->retention_age = optarg;
+                        break;
+                case ARG_RETENTION_SIZE:
+                        if (ep_parse_size(optarg, &u) < 0 || (u > 0 && u < EP_RETENTION_SIZE_MIN))
+                                return ep_usage_error("run", "invalid --retention-size '%s' (at least 256K, e.g. 500M, 2G; 0 for no limit)",
+                                                      optarg);
+                        a->retention_size = optarg;
                         break;
                 case ARG_STORE:
                         if (!*optarg)
@@ -561,6 +581,14 @@ static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const 
                 if (a->interval) {
                         v[n++] = "--interval";
                         v[n++] = a->interval;
+                }
+                if (a->retention_age) {
+                        v[n++] = "--retention-age";
+                        v[n++] = a->retention_age;
+                }
+                if (a->retention_size) {
+                        v[n++] = "--retention-size";
+                        v[n++] = a->retention_size;
                 }
                 break;
         case EXPORTER:

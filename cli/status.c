@@ -243,6 +243,111 @@ static int print_properties(sd_bus_message *reply, FILE *f, bool json) {
         return sd_bus_message_exit_container(reply);
 }
 
+/* ---- the store section ---- */
+
+typedef struct StoreInfo {
+        char *path;
+        uint32_t schema;
+        uint64_t bytes, first_ns, last_ns, intervals, samples;
+        uint64_t age_s, size, deleted_intervals, deleted_rows, reclaimed, last_run_ns;
+} StoreInfo;
+
+static void store_info_done(StoreInfo *i) {
+        free(i->path);
+}
+
+/* Reads the collector's Store* and Retention* properties. */
+static int read_store_info(sd_bus *bus, StoreInfo *ret) {
+        const struct {
+                const char *name;
+                uint64_t *value;
+        } counters[] = {
+                { "StoreBytes", &ret->bytes },
+                { "StoreFirstNs", &ret->first_ns },
+                { "StoreLastNs", &ret->last_ns },
+                { "StoreIntervals", &ret->intervals },
+                { "StoreSamples", &ret->samples },
+                { "RetentionAge", &ret->age_s },
+                { "RetentionSize", &ret->size },
+                { "RetentionDeletedIntervals", &ret->deleted_intervals },
+                { "RetentionDeletedRows", &ret->deleted_rows },
+                { "RetentionBytesReclaimed", &ret->reclaimed },
+                { "RetentionLastRunNs", &ret->last_run_ns },
+        };
+        int r;
+
+        *ret = (StoreInfo) {};
+        r = sd_bus_get_property_string(bus, EP_BUS_COLLECTOR, EP_PATH_COLLECTOR, EP_IFACE_COLLECTOR,
+                                       "StorePath", NULL, &ret->path);
+        if (r >= 0)
+                r = sd_bus_get_property_trivial(bus, EP_BUS_COLLECTOR, EP_PATH_COLLECTOR, EP_IFACE_COLLECTOR,
+                                                "StoreSchemaVersion", NULL, 'u', &ret->schema);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(counters); i++)
+                r = sd_bus_get_property_trivial(bus, EP_BUS_COLLECTOR, EP_PATH_COLLECTOR, EP_IFACE_COLLECTOR,
+                                                counters[i].name, NULL, 't', counters[i].value);
+        if (r < 0)
+                store_info_done(ret);
+        return r;
+}
+
+static void format_bytes(uint64_t n, char *buf, size_t size) {
+        static const char *const units[] = { "KiB", "MiB", "GiB", "TiB" };
+        double v = (double) n;
+        size_t u = 0;
+
+        if (n < 1024) {
+                snprintf(buf, size, "%" PRIu64 " B", n);
+                return;
+        }
+        for (v /= 1024; v >= 1024 && u + 1 < ELEMENTSOF(units); u++)
+                v /= 1024;
+        snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+static void print_store_text(FILE *f, const StoreInfo *i) {
+        char size[32], limit[32], reclaimed[32], age[32];
+
+        format_bytes(i->bytes, size, sizeof(size));
+        format_bytes(i->size, limit, sizeof(limit));
+        format_bytes(i->reclaimed, reclaimed, sizeof(reclaimed));
+        ep_format_span(i->age_s * NSEC_PER_SEC, age, sizeof(age));
+
+        fprintf(f, "store      %s (schema %" PRIu32 ")\n", i->path, i->schema);
+        fprintf(f, "    %-20s %s (file and WAL)\n", "size", size);
+        if (i->intervals > 0) {
+                EpViewTimes t;
+
+                ep_view_times(&(EpStoreSummary) { .first_ns = i->first_ns, .last_ns = i->last_ns }, &t);
+                fprintf(f, "    %-20s %s – %s, %s\n", "time span", t.first, t.last_shown, t.span);
+        } else
+                fprintf(f, "    %-20s (empty)\n", "time span");
+        fprintf(f, "    %-20s %" PRIu64 "\n", "intervals", i->intervals);
+        fprintf(f, "    %-20s %" PRIu64 "\n", "samples", i->samples);
+        fprintf(f, "    %-20s %s, %s\n", "retention", i->age_s ? age : "no age limit",
+                i->size ? limit : "no size limit");
+        fprintf(f, "    %-20s %" PRIu64 " intervals (%" PRIu64 " rows), %s given back", "deleted",
+                i->deleted_intervals, i->deleted_rows, reclaimed);
+        if (i->last_run_ns > 0) {
+                char when[64];
+
+                ep_format_time(i->last_run_ns, when, sizeof(when));
+                fprintf(f, "; last run %s", when);
+        }
+        fputc('\n', f);
+}
+
+static void print_store_json(FILE *f, const StoreInfo *i) {
+        fputs("{\"path\": ", f);
+        json_string(f, i->path);
+        fprintf(f, ", \"schema_version\": %" PRIu32 ", \"bytes\": %" PRIu64 ", \"first_ns\": %" PRIu64
+                ", \"last_ns\": %" PRIu64 ", \"intervals\": %" PRIu64 ", \"samples\": %" PRIu64
+                ", \"retention\": {\"age_seconds\": %" PRIu64 ", \"size_bytes\": %" PRIu64
+                ", \"deleted_intervals\": %" PRIu64 ", \"deleted_rows\": %" PRIu64
+                ", \"bytes_reclaimed\": %" PRIu64 ", \"last_run_ns\": %" PRIu64 "}}",
+                i->schema, i->bytes, i->first_ns, i->last_ns, i->intervals, i->samples, i->age_s,
+                i->size, i->deleted_intervals, i->deleted_rows, i->reclaimed, i->last_run_ns);
+}
+
 static int oom(void) {
         fprintf(stderr, "ebpf-profiler status: out of memory\n");
         return 1;
@@ -251,7 +356,8 @@ static int oom(void) {
 static void help(void) {
         printf("Usage: ebpf-profiler status [--json]\n"
                "\n"
-               "Shows whether the four daemons are on the bus, with all their properties.\n"
+               "Shows whether the four daemons are on the bus, with all their properties, and\n"
+               "what the profile store holds (from the collector).\n"
                "The bus is $DBUS_SYSTEM_BUS_ADDRESS, else the private bus of a running\n"
                "'ebpf-profiler run', else the system bus.\n"
                "Exit status: 0 when all four answer, 3 otherwise.\n"
@@ -383,8 +489,19 @@ int verb_status(int argc, char **argv) {
                 sd_bus_error_free(&error);
         }
 
-        if (json)
-                fprintf(f, "], \"running\": %u}\n", running);
+        /* What the store holds, from the collector (it keeps the totals; no need to open the
+         * file, which the user may not be allowed to read). */
+        _cleanup_(store_info_done) StoreInfo store = {};
+        bool have_store = read_store_info(bus, &store) >= 0;
+        if (json) {
+                fputs("], \"store\": ", f);
+                if (have_store)
+                        print_store_json(f, &store);
+                else
+                        fputs("null", f);
+                fprintf(f, ", \"running\": %u}\n", running);
+        } else if (have_store)
+                print_store_text(f, &store);
         if (fclose(f) != 0)
                 return oom();
         fwrite(buf, 1, size, stdout);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "grow-array.h"
 #include "hashmap.h"
 #include "log.h"
 #include "stop-reason.h"
@@ -54,8 +55,10 @@ int ep_store_open(const char *path, sqlite3 **ret) {
         if (sqlite3_step(st) != SQLITE_ROW)
                 return sqlite3_errcode(db) == SQLITE_NOTADB ? -EPROTO : sql_error(db, "reading the schema version");
         int version = sqlite3_column_int(st, 0);
-        if (version != EP_STORE_SCHEMA_VERSION) {
-                log_debug("Store %s has schema version %d, expected %d", path, version,
+        /* Every version up to ours reads the same way (later versions only add to the
+         * schema); 0 is not a store. */
+        if (version < 1 || version > EP_STORE_SCHEMA_VERSION) {
+                log_debug("Store %s has schema version %d, expected 1 to %d", path, version,
                           EP_STORE_SCHEMA_VERSION);
                 return -EPROTO;
         }
@@ -313,33 +316,174 @@ static int load_stack(Reader *rd, int64_t id, Span *ret) {
         return cache_span(rd->stacks, id, span, ret);
 }
 
-#define SAMPLE_FILTER                                                   \
-        " FROM samples s"                                               \
-        " JOIN intervals i ON i.id = s.interval"                        \
-        " JOIN processes p ON p.id = s.process"                         \
-        " WHERE i.end_ns > ?1 AND i.start_ns < ?2"                      \
-        "   AND (?3 < 0 OR p.pid = ?3)"                                 \
-        "   AND (?4 IS NULL OR p.comm = ?4)"
+int ep_store_filter_add_pid(EpStoreFilter *f, int64_t pid) {
+        if (f->n_pids >= EP_STORE_FILTER_MAX_VALUES)
+                return -E2BIG;
+        f->pids[f->n_pids++] = pid;
+        return 0;
+}
 
-static void bind_filter(sqlite3_stmt *st, const EpStoreFilter *f) {
-        sqlite3_bind_int64(st, 1, (int64_t) MIN(f->since_ns, (uint64_t) INT64_MAX));
-        sqlite3_bind_int64(st, 2, (int64_t) MIN(f->until_ns, (uint64_t) INT64_MAX));
-        sqlite3_bind_int64(st, 3, f->pid);
-        if (f->comm)
-                sqlite3_bind_text(st, 4, f->comm, -1, SQLITE_STATIC);
-        else
-                sqlite3_bind_null(st, 4);
+int ep_store_filter_add_comm(EpStoreFilter *f, const char *comm) {
+        if (f->n_comms >= EP_STORE_FILTER_MAX_VALUES)
+                return -E2BIG;
+        f->comms[f->n_comms++] = comm;
+        return 0;
+}
+
+bool ep_store_filter_selects_all(const EpStoreFilter *f) {
+        return f->n_pids == 0 && f->n_comms == 0 && !f->container && f->tid < 0 && !f->thread_name &&
+               f->since_ns == 0 && f->until_ns == UINT64_MAX;
+}
+
+int ep_store_find_containers(sqlite3 *db, const char *prefix, char ***ret_ids, size_t *ret_n) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_strv_free_ char **ids = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        /* substr() rather than LIKE: '_' and '%' in the prefix are not wildcards, and the
+         * comparison is case-sensitive like the IDs. */
+        r = prepare(db,
+                    "SELECT DISTINCT container_id FROM processes"
+                    " WHERE container_id <> '' AND substr(container_id, 1, length(?1)) = ?1 ORDER BY 1",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
+        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+                r = ARRAY_RESERVE(ids, allocated, n + 2);
+                if (r < 0)
+                        return r;
+                ids[n] = strdup((const char *) sqlite3_column_text(st, 0));
+                if (!ids[n])
+                        return -ENOMEM;
+                ids[++n] = NULL;
+        }
+        if (r != SQLITE_DONE)
+                return sql_error(db, "looking up containers");
+        if (!ids) {
+                ids = calloc(1, sizeof(char *));
+                if (!ids)
+                        return -ENOMEM;
+        }
+        *ret_ids = TAKE_PTR(ids);
+        *ret_n = n;
+        return 0;
+}
+
+/* The one container ID a --container value names: itself when it is an ID of the store, else
+ * the one ID it starts. No match gives the value itself, which selects nothing (the container
+ * may not have run yet); several give -ENOTUNIQ. */
+static int resolve_container(sqlite3 *db, const char *prefix, char **ret_id) {
+        _cleanup_strv_free_ char **ids = NULL;
+        size_t n;
+        int r;
+
+        if (strlen(prefix) < EP_STORE_CONTAINER_PREFIX_MIN)
+                return -EINVAL;
+        r = ep_store_find_containers(db, prefix, &ids, &n);
+        if (r < 0)
+                return r;
+        const char *id = prefix;
+        for (size_t i = 0; i < n; i++)
+                if (streq(ids[i], prefix))
+                        n = 0;
+        if (n > 1)
+                return -ENOTUNIQ;
+        if (n == 1)
+                id = ids[0];
+        *ret_id = strdup(id);
+        return *ret_id ? 0 : -ENOMEM;
+}
+
+static void bind_named_int64(sqlite3_stmt *st, const char *name, int64_t v) {
+        sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, name), v);
+}
+
+static void bind_named_text(sqlite3_stmt *st, const char *name, const char *v) {
+        sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, name), v, -1, SQLITE_TRANSIENT);
+}
+
+int ep_store_prepare_samples(sqlite3 *db, const EpStoreFilter *f, const char *select, const char *tail,
+                             sqlite3_stmt **ret) {
+        _cleanup_free_ char *sql = NULL, *container_id = NULL;
+        size_t size = 0;
+        int r;
+
+        if (f->container) {
+                r = resolve_container(db, f->container, &container_id);
+                if (r < 0)
+                        return r;
+        }
+
+        /* The conditions name their parameters, so the binding below cannot get out of step
+         * with the text, whichever conditions are present. */
+        FILE *m = open_memstream(&sql, &size);
+        if (!m)
+                return -ENOMEM;
+        fputs(select, m);
+        fputs(" FROM samples s"
+              " JOIN intervals i ON i.id = s.interval"
+              " JOIN processes p ON p.id = s.process"
+              " WHERE i.end_ns > :since AND i.start_ns < :until", m);
+        if (f->n_pids > 0) {
+                fputs(" AND p.pid IN (", m);
+                for (size_t i = 0; i < f->n_pids; i++)
+                        fprintf(m, "%s:pid%zu", i ? ", " : "", i);
+                fputc(')', m);
+        }
+        if (f->n_comms > 0) {
+                fputs(" AND p.comm IN (", m);
+                for (size_t i = 0; i < f->n_comms; i++)
+                        fprintf(m, "%s:comm%zu", i ? ", " : "", i);
+                fputc(')', m);
+        }
+        if (container_id)
+                fputs(" AND p.container_id = :container", m);
+        if (f->tid >= 0)
+                fputs(" AND s.tid = :tid", m);
+        if (f->thread_name)
+                fputs(" AND s.thread_name = :thread", m);
+        fputc(' ', m);
+        fputs(tail, m);
+        if (fclose(m) != 0)
+                return -ENOMEM;
+
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        r = prepare(db, sql, &st);
+        if (r < 0)
+                return r;
+
+        char name[32];
+        bind_named_int64(st, ":since", (int64_t) MIN(f->since_ns, (uint64_t) INT64_MAX));
+        bind_named_int64(st, ":until", (int64_t) MIN(f->until_ns, (uint64_t) INT64_MAX));
+        for (size_t i = 0; i < f->n_pids; i++) {
+                snprintf(name, sizeof(name), ":pid%zu", i);
+                bind_named_int64(st, name, f->pids[i]);
+        }
+        for (size_t i = 0; i < f->n_comms; i++) {
+                snprintf(name, sizeof(name), ":comm%zu", i);
+                bind_named_text(st, name, f->comms[i]);
+        }
+        if (container_id)
+                bind_named_text(st, ":container", container_id);
+        if (f->tid >= 0)
+                bind_named_int64(st, ":tid", f->tid);
+        if (f->thread_name)
+                bind_named_text(st, ":thread", f->thread_name);
+
+        *ret = TAKE_PTR(st);
+        return 0;
 }
 
 static int read_summary(sqlite3 *db, const EpStoreFilter *f, EpStoreSummary *ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(db,
-                        "SELECT MIN(i.start_ns), MAX(i.end_ns), COUNT(DISTINCT i.id),"
-                        " COUNT(DISTINCT s.process), COUNT(DISTINCT s.stack), TOTAL(s.count)"
-                        SAMPLE_FILTER, &st);
+        int r = ep_store_prepare_samples(db, f,
+                                         "SELECT MIN(i.start_ns), MAX(i.end_ns), COUNT(DISTINCT i.id),"
+                                         " COUNT(DISTINCT s.process), COUNT(DISTINCT s.stack), TOTAL(s.count)",
+                                         "", &st);
         if (r < 0)
                 return r;
-        bind_filter(st, f);
         if (sqlite3_step(st) != SQLITE_ROW)
                 return sql_error(db, "summarizing samples");
         *ret = (EpStoreSummary) {
@@ -353,18 +497,30 @@ static int read_summary(sqlite3 *db, const EpStoreFilter *f, EpStoreSummary *ret
         return 0;
 }
 
+/* One read transaction: every query of a view sees the same snapshot of the WAL, and the
+ * collector keeps writing meanwhile. */
+static int read_begin(sqlite3 *db, sqlite3 **ret) {
+        if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+                return sql_error(db, "starting a read transaction");
+        *ret = db;
+        return 0;
+}
+
+static void read_endp(sqlite3 **db) {
+        if (*db)
+                (void) sqlite3_exec(*db, "COMMIT", NULL, NULL, NULL);
+}
+#define _cleanup_read_ _cleanup_(read_endp)
+
 static int read_samples(Reader *rd) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         bool by_process = rd->flags & EP_STORE_READ_BY_PROCESS;
-        int r = prepare(rd->db,
-                        by_process ? "SELECT p.pid, p.comm, s.stack, SUM(s.count)" SAMPLE_FILTER
-                                     " GROUP BY p.pid, p.comm, s.stack"
-                                   : "SELECT 0, NULL, s.stack, SUM(s.count)" SAMPLE_FILTER
-                                     " GROUP BY s.stack",
-                        &st);
+        int r = by_process ? ep_store_prepare_samples(rd->db, rd->filter, "SELECT p.pid, p.comm, s.stack, SUM(s.count)",
+                                                      "GROUP BY p.pid, p.comm, s.stack", &st)
+                           : ep_store_prepare_samples(rd->db, rd->filter, "SELECT 0, NULL, s.stack, SUM(s.count)",
+                                                      "GROUP BY s.stack", &st);
         if (r < 0)
                 return r;
-        bind_filter(st, rd->filter);
 
         while ((r = sqlite3_step(st)) == SQLITE_ROW) {
                 int64_t pid = sqlite3_column_int64(st, 0);
@@ -403,12 +559,13 @@ _Static_assert(EP_FRAME_NATIVE == 1, "the frame query joins files for kind 1");
 int ep_store_read(sqlite3 *db, const EpStoreFilter *f, EpStoreReadFlags flags, EpCallTree *tree,
                   EpStoreSummary *ret) {
         Reader rd = { .db = db, .filter = f, .flags = flags, .tree = tree };
+        _cleanup_read_ sqlite3 *txn = NULL;
         EpStoreSummary summary;
         int r;
 
-        /* One read transaction: a consistent snapshot of the WAL. */
-        if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-                return sql_error(db, "starting a read transaction");
+        r = read_begin(db, &txn);
+        if (r < 0)
+                return r;
 
         rd.frames = ep_hashmap_new(sizeof(int64_t), sizeof(Span));
         rd.stacks = ep_hashmap_new(sizeof(int64_t), sizeof(Span));
@@ -446,6 +603,85 @@ finish:
         ep_hashmap_free(rd.frames);
         ep_hashmap_free(rd.stacks);
         free(rd.views);
-        (void) sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
         return r;
+}
+
+static char *column_strdup(sqlite3_stmt *st, int column) {
+        const char *s = (const char *) sqlite3_column_text(st, column);
+        return strdup(s ?: "");
+}
+
+void ep_store_groups_free(EpStoreGroup *g, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(g[i].comm);
+                free(g[i].container_id);
+                free(g[i].thread_name);
+        }
+        free(g);
+}
+
+static int read_groups(sqlite3 *db, const EpStoreFilter *f, EpStoreGroupBy by, EpStoreGroup **ret, size_t *ret_n) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        EpStoreGroup *g = NULL;
+        size_t n = 0, allocated = 0;
+        int r;
+
+        /* A thread may rename itself: with exactly one max() in the query, SQLite takes the bare
+         * s.thread_name from the row of the latest interval. A process's pid may be reused, so
+         * groups are processes rows, not pids. */
+        if (by == EP_STORE_GROUP_THREAD)
+                r = ep_store_prepare_samples(db, f,
+                                             "SELECT p.pid, s.tid, p.comm, p.container_id, s.thread_name,"
+                                             " SUM(s.count), MAX(s.interval)",
+                                             "GROUP BY p.id, s.tid ORDER BY 6 DESC, p.pid, s.tid", &st);
+        else
+                r = ep_store_prepare_samples(db, f, "SELECT p.pid, -1, p.comm, p.container_id, NULL, SUM(s.count)",
+                                             "GROUP BY p.id ORDER BY 6 DESC, p.pid, p.id", &st);
+        if (r < 0)
+                return r;
+
+        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+                r = ARRAY_RESERVE(g, allocated, n + 1);
+                if (r < 0)
+                        goto fail;
+                EpStoreGroup *e = &g[n++];
+                *e = (EpStoreGroup) {
+                        .pid = sqlite3_column_int64(st, 0),
+                        .tid = sqlite3_column_int64(st, 1),
+                        .comm = column_strdup(st, 2),
+                        .container_id = column_strdup(st, 3),
+                        .thread_name = column_strdup(st, 4),
+                        .samples = (uint64_t) MAX(sqlite3_column_int64(st, 5), 0),
+                };
+                if (!e->comm || !e->container_id || !e->thread_name) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+        if (r != SQLITE_DONE) {
+                r = sql_error(db, "reading samples per group");
+                goto fail;
+        }
+        *ret = g;
+        *ret_n = n;
+        return 0;
+fail:
+        ep_store_groups_free(g, n);
+        return r;
+}
+
+int ep_store_read_groups(sqlite3 *db, const EpStoreFilter *f, EpStoreGroupBy by, EpStoreGroup **ret,
+                         size_t *ret_n, EpStoreSummary *ret_summary) {
+        _cleanup_read_ sqlite3 *txn = NULL;
+        int r;
+
+        if (by < 0 || by >= _EP_STORE_GROUP_MAX)
+                return -EINVAL;
+        r = read_begin(db, &txn);
+        if (r < 0)
+                return r;
+        r = read_summary(db, f, ret_summary);
+        if (r < 0)
+                return r;
+        return read_groups(db, f, by, ret, ret_n);
 }

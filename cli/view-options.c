@@ -97,6 +97,11 @@ int ep_parse_when(const char *s, uint64_t now_ns, uint64_t *ret_ns) {
         return 0;
 }
 
+static int too_many(const char *verb, const char *option) {
+        ep_usage_error(verb, "%s given more than %d times", option, EP_STORE_FILTER_MAX_VALUES);
+        return -EINVAL;
+}
+
 int ep_view_option(EpViewOptions *o, const char *verb, int c, const char *arg) {
         uint64_t u;
         int r;
@@ -115,14 +120,39 @@ int ep_view_option(EpViewOptions *o, const char *verb, int c, const char *arg) {
                         ep_usage_error(verb, "invalid PID '%s'", arg);
                         return -EINVAL;
                 }
-                o->filter.pid = (int64_t) u;
+                if (ep_store_filter_add_pid(&o->filter, (int64_t) u) < 0)
+                        return too_many(verb, "--pid");
                 return 1;
         case EP_VIEW_ARG_COMM:
                 if (!*arg) {
                         ep_usage_error(verb, "--comm needs a name");
                         return -EINVAL;
                 }
-                o->filter.comm = arg;
+                if (ep_store_filter_add_comm(&o->filter, arg) < 0)
+                        return too_many(verb, "--comm");
+                return 1;
+        case EP_VIEW_ARG_CONTAINER:
+                if (strlen(arg) < EP_STORE_CONTAINER_PREFIX_MIN) {
+                        ep_usage_error(verb, "--container needs a container ID or a prefix of at least %d characters",
+                                       EP_STORE_CONTAINER_PREFIX_MIN);
+                        return -EINVAL;
+                }
+                o->filter.container = arg;
+                return 1;
+        case EP_VIEW_ARG_THREAD:
+                if (!*arg) {
+                        ep_usage_error(verb, "--thread needs a thread ID or name");
+                        return -EINVAL;
+                }
+                /* Thread names are set by programs and may be anything; one made of digits only
+                 * cannot be selected by name, which is what ps and top do too. */
+                if (ep_parse_uint(arg, 0, INT32_MAX, &u) >= 0) {
+                        o->filter.tid = (int64_t) u;
+                        o->filter.thread_name = NULL;
+                } else {
+                        o->filter.tid = -1;
+                        o->filter.thread_name = arg;
+                }
                 return 1;
         case EP_VIEW_ARG_SINCE:
         case EP_VIEW_ARG_UNTIL:
@@ -179,6 +209,40 @@ int ep_view_open_store(const EpViewOptions *o, const char *verb, sqlite3 **ret) 
         return r;
 }
 
+void ep_view_read_error(const EpViewOptions *o, const char *verb, sqlite3 *db, int error) {
+        _cleanup_strv_free_ char **ids = NULL;
+        size_t n;
+
+        if (error != -ENOTUNIQ || ep_store_find_containers(db, o->filter.container, &ids, &n) < 0) {
+                fprintf(stderr, "ebpf-profiler %s: reading %s failed: %s\n", verb, o->store, strerror(-error));
+                return;
+        }
+        fprintf(stderr, "ebpf-profiler %s: --container %s is ambiguous: it starts %zu container IDs (", verb,
+                o->filter.container, n);
+        for (size_t i = 0; i < n && i < 4; i++)
+                fprintf(stderr, "%s%s", i ? ", " : "", ids[i]);
+        fprintf(stderr, "%s); give more of the ID.\n", n > 4 ? ", ..." : "");
+}
+
+int ep_view_read(const EpViewOptions *o, const char *verb, sqlite3 *db, const EpStoreFilter *f,
+                 EpStoreReadFlags flags, EpCallTree **ret_tree, EpStoreSummary *ret_summary) {
+        _cleanup_calltree_ EpCallTree *tree = NULL;
+        int r;
+
+        r = ep_calltree_new(&tree);
+        if (r < 0) {
+                fprintf(stderr, "ebpf-profiler %s: out of memory\n", verb);
+                return r;
+        }
+        r = ep_store_read(db, f, flags | (o->lines ? EP_STORE_READ_LINES : 0), tree, ret_summary);
+        if (r < 0) {
+                ep_view_read_error(o, verb, db, r);
+                return r;
+        }
+        *ret_tree = TAKE_PTR(tree);
+        return 0;
+}
+
 int ep_view_load(const EpViewOptions *o, const char *verb, EpStoreReadFlags flags, EpCallTree **ret_tree,
                  EpStoreSummary *ret_summary) {
         _cleanup_sqlite_ sqlite3 *db = NULL;
@@ -188,16 +252,9 @@ int ep_view_load(const EpViewOptions *o, const char *verb, EpStoreReadFlags flag
         r = ep_view_open_store(o, verb, &db);
         if (r < 0)
                 return r;
-        r = ep_calltree_new(&tree);
-        if (r < 0) {
-                fprintf(stderr, "ebpf-profiler %s: out of memory\n", verb);
+        r = ep_view_read(o, verb, db, &o->filter, flags, &tree, ret_summary);
+        if (r < 0)
                 return r;
-        }
-        r = ep_store_read(db, &o->filter, flags | (o->lines ? EP_STORE_READ_LINES : 0), tree, ret_summary);
-        if (r < 0) {
-                fprintf(stderr, "ebpf-profiler %s: reading %s failed: %s\n", verb, o->store, strerror(-r));
-                return r;
-        }
         if (ret_summary->samples == 0) {
                 ep_view_print_no_samples(o);
                 return 0;
@@ -235,9 +292,33 @@ void ep_view_times(const EpStoreSummary *summary, EpViewTimes *ret) {
         ret->last_shown = strncmp(ret->first, ret->last, 11) == 0 ? ret->last + 11 : ret->last;
 }
 
+static void describe_list(FILE *f, const char *what, size_t n, const int64_t *numbers, const char *const *names) {
+        for (size_t i = 0; i < n; i++) {
+                fputs(i == 0 ? ", " : " or ", f);
+                if (i == 0)
+                        fprintf(f, "%s ", what);
+                if (numbers)
+                        fprintf(f, "%" PRIi64, numbers[i]);
+                else
+                        fputs(names[i], f);
+        }
+}
+
+void ep_view_describe_filter(const EpViewOptions *o, FILE *f) {
+        const EpStoreFilter *s = &o->filter;
+
+        describe_list(f, "pid", s->n_pids, s->pids, NULL);
+        describe_list(f, "comm", s->n_comms, NULL, s->comms);
+        if (s->container)
+                fprintf(f, ", container %s", s->container);
+        if (s->tid >= 0)
+                fprintf(f, ", thread %" PRIi64, s->tid);
+        if (s->thread_name)
+                fprintf(f, ", thread %s", s->thread_name);
+}
+
 void ep_view_print_no_samples(const EpViewOptions *o) {
-        const EpStoreFilter *f = &o->filter;
-        if (f->pid >= 0 || f->comm || f->since_ns > 0 || f->until_ns != UINT64_MAX)
+        if (!ep_store_filter_selects_all(&o->filter))
                 printf("No samples in %s match these filters.\n", o->store);
         else
                 printf("The store %s holds no samples yet.\n", o->store);

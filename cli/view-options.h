@@ -28,6 +28,8 @@ enum {
         EP_VIEW_ARG_KERNEL,
         EP_VIEW_ARG_NO_KERNEL,
         EP_VIEW_ARG_LINES,
+        EP_VIEW_ARG_CONTAINER,
+        EP_VIEW_ARG_THREAD,
         _EP_VIEW_ARG_MAX,
 };
 
@@ -35,6 +37,8 @@ enum {
         { "store", required_argument, NULL, EP_VIEW_ARG_STORE },           \
         { "pid", required_argument, NULL, EP_VIEW_ARG_PID },               \
         { "comm", required_argument, NULL, EP_VIEW_ARG_COMM },             \
+        { "container", required_argument, NULL, EP_VIEW_ARG_CONTAINER },   \
+        { "thread", required_argument, NULL, EP_VIEW_ARG_THREAD },         \
         { "since", required_argument, NULL, EP_VIEW_ARG_SINCE },           \
         { "until", required_argument, NULL, EP_VIEW_ARG_UNTIL },           \
         { "kernel", no_argument, NULL, EP_VIEW_ARG_KERNEL },               \
@@ -43,8 +47,12 @@ enum {
 
 #define EP_VIEW_OPTIONS_HELP                                                                 \
         "      --store PATH      the profile store (default " EP_STORE_DEFAULT_PATH ")\n"     \
-        "      --pid PID         only this process\n"                                        \
-        "      --comm NAME       only processes with this command name (exactly)\n"          \
+        "      --pid PID         only this process; repeat for any of several\n"             \
+        "      --comm NAME       only processes with this command name (exactly); repeat\n"  \
+        "                        for any of several. Different filters must all match.\n"   \
+        "      --container ID    only processes in this container: its ID or a unique\n"     \
+        "                        prefix of at least 4 characters\n"                          \
+        "      --thread TID|NAME only this thread: a thread ID, or a thread name (exactly)\n" \
         "      --since WHEN      only samples after WHEN: a time ago (10m, 1h, 2d),\n"       \
         "                        unix seconds, or \"YYYY-MM-DD HH:MM[:SS]\" (local time)\n"  \
         "      --until WHEN      only samples before WHEN (same forms)\n"                    \
@@ -67,6 +75,21 @@ int ep_view_open_store(const EpViewOptions *o, const char *verb, sqlite3 **ret);
  * error); a negative errno after saying on stderr what went wrong. */
 int ep_view_load(const EpViewOptions *o, const char *verb, EpStoreReadFlags flags, EpCallTree **ret_tree,
                  EpStoreSummary *ret_summary);
+
+/* The same from a store already open, with filter f in place of o's (views that read more than
+ * once, top --live): 0 with a new tree, empty when nothing matches; a negative errno after saying
+ * on stderr what went wrong. */
+int ep_view_read(const EpViewOptions *o, const char *verb, sqlite3 *db, const EpStoreFilter *f,
+                 EpStoreReadFlags flags, EpCallTree **ret_tree, EpStoreSummary *ret_summary);
+
+/* Says on stderr why reading o's store failed with error (from ep_store_read*()): a container
+ * prefix that names several containers lists them. */
+void ep_view_read_error(const EpViewOptions *o, const char *verb, sqlite3 *db, int error);
+
+/* Writes which samples o's filter selects, for titles: ", pid 42 or 43, comm app, container
+ * 3f2a, thread 1234"; nothing when it selects every process and thread (times and kernel
+ * frames are left to the caller). */
+void ep_view_describe_filter(const EpViewOptions *o, FILE *f);
 
 /* Prints that nothing matched (not an error: exit 0). */
 void ep_view_print_no_samples(const EpViewOptions *o);

@@ -24,6 +24,15 @@ enum {
         PROP_EXPORT_DROPS,
         PROP_PENDING_SYMBOLS,
         PROP_LAST_ERROR,
+        PROP_STORE_BYTES,
+        PROP_STORE_FIRST_NS,
+        PROP_STORE_LAST_NS,
+        PROP_STORE_INTERVALS,
+        PROP_STORE_SAMPLES,
+        PROP_RETENTION_DELETED_INTERVALS,
+        PROP_RETENTION_DELETED_ROWS,
+        PROP_RETENTION_BYTES_RECLAIMED,
+        PROP_RETENTION_LAST_RUN_NS,
         _PROP_MAX,
 };
 
@@ -40,6 +49,15 @@ static const char *const prop_names[_PROP_MAX] = {
         [PROP_EXPORT_DROPS] = "ExportDrops",
         [PROP_PENDING_SYMBOLS] = "PendingSymbols",
         [PROP_LAST_ERROR] = "LastError",
+        [PROP_STORE_BYTES] = "StoreBytes",
+        [PROP_STORE_FIRST_NS] = "StoreFirstNs",
+        [PROP_STORE_LAST_NS] = "StoreLastNs",
+        [PROP_STORE_INTERVALS] = "StoreIntervals",
+        [PROP_STORE_SAMPLES] = "StoreSamples",
+        [PROP_RETENTION_DELETED_INTERVALS] = "RetentionDeletedIntervals",
+        [PROP_RETENTION_DELETED_ROWS] = "RetentionDeletedRows",
+        [PROP_RETENTION_BYTES_RECLAIMED] = "RetentionBytesReclaimed",
+        [PROP_RETENTION_LAST_RUN_NS] = "RetentionLastRunNs",
 };
 
 _Static_assert(_PROP_MAX <= ELEMENTSOF(((Collector *) 0)->props_sent), "props_sent too small");
@@ -71,6 +89,26 @@ static uint64_t prop_value(const Collector *c, int p) {
                 return c->pending_symbols;
         case PROP_LAST_ERROR:
                 return c->last_error_gen;
+        case PROP_STORE_BYTES:
+                return c->store_stats.bytes;
+        case PROP_STORE_FIRST_NS:
+                return c->store_stats.first_ns;
+        case PROP_STORE_LAST_NS:
+                return c->store_stats.last_ns;
+        case PROP_STORE_INTERVALS:
+                return c->store_stats.intervals;
+        case PROP_STORE_SAMPLES:
+                return c->store_stats.samples;
+        case PROP_RETENTION_DELETED_INTERVALS:
+                return c->retention.counters.intervals;
+        case PROP_RETENTION_DELETED_ROWS: {
+                const RetentionCounters *k = &c->retention.counters;
+                return k->intervals + k->samples + k->stacks + k->frames + k->processes + k->files;
+        }
+        case PROP_RETENTION_BYTES_RECLAIMED:
+                return c->retention.counters.bytes_reclaimed;
+        case PROP_RETENTION_LAST_RUN_NS:
+                return c->retention.counters.last_run_ns;
         default:
                 return 0;
         }
@@ -86,6 +124,12 @@ static int get_property(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "s", c->store_path ?: "");
         if (streq(property, "IntervalSeconds"))
                 return sd_bus_message_append(reply, "u", (uint32_t) (c->interval_ns / NSEC_PER_SEC));
+        if (streq(property, "StoreSchemaVersion"))
+                return sd_bus_message_append(reply, "u", (uint32_t) (c->store ? store_schema_version(c->store) : 0));
+        if (streq(property, "RetentionAge"))
+                return sd_bus_message_append(reply, "t", c->retention.policy.max_age_ns / NSEC_PER_SEC);
+        if (streq(property, "RetentionSize"))
+                return sd_bus_message_append(reply, "t", c->retention.policy.max_bytes);
 
         for (int p = 0; p < _PROP_MAX; p++) {
                 if (!streq(property, prop_names[p]))
@@ -155,6 +199,18 @@ static const sd_bus_vtable collector_vtable[] = {
         COUNTER("ExportDrops"),
         SD_BUS_PROPERTY("PendingSymbols", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LastError", "s", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("StoreSchemaVersion", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        COUNTER("StoreBytes"),
+        COUNTER("StoreFirstNs"),
+        COUNTER("StoreLastNs"),
+        COUNTER("StoreIntervals"),
+        COUNTER("StoreSamples"),
+        SD_BUS_PROPERTY("RetentionAge", "t", get_property, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("RetentionSize", "t", get_property, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        COUNTER("RetentionDeletedIntervals"),
+        COUNTER("RetentionDeletedRows"),
+        COUNTER("RetentionBytesReclaimed"),
+        COUNTER("RetentionLastRunNs"),
         /* Access is restricted by the bus policy (units/org.ebpfprofiler.conf). */
         SD_BUS_METHOD_WITH_NAMES("OpenExportRing", "", "", "hh", SD_BUS_PARAM(ring) SD_BUS_PARAM(eventfd),
                                  method_open_export_ring, SD_BUS_VTABLE_UNPRIVILEGED),
@@ -202,6 +258,28 @@ static int on_props_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                         log_debug_errno(r, "Cannot emit PropertiesChanged: %m");
         }
         return rearm(s, COLLECTOR_PROPERTIES_PERIOD_NS);
+}
+
+/* Retention runs in steps of one short transaction each; between steps the loop takes in
+ * traces and writes intervals. */
+#define RETENTION_STEP_GAP_NS (2 * NSEC_PER_MSEC)
+
+static int on_retention_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Collector *c = userdata;
+
+        if (collector_retention_step(c) > 0)
+                return rearm(s, RETENTION_STEP_GAP_NS);
+        return 0; /* until the next interval is written */
+}
+
+void collector_bus_retention_kick(Collector *c) {
+        int enabled = SD_EVENT_OFF;
+
+        if (!c->have_daemon || !c->retention_timer)
+                return;
+        (void) sd_event_source_get_enabled(c->retention_timer, &enabled);
+        if (enabled == SD_EVENT_OFF)
+                (void) rearm(c->retention_timer, 0);
 }
 
 /* ---- peers ---- */
@@ -429,6 +507,9 @@ int collector_bus_setup(Collector *c) {
         if (r >= 0)
                 r = add_timer(c, &c->props_timer, COLLECTOR_PROPERTIES_PERIOD_NS, 100 * NSEC_PER_MSEC,
                               on_props_timer);
+        /* The first run (at start) applies the limits to what an earlier run left. */
+        if (r >= 0)
+                r = add_timer(c, &c->retention_timer, 0, NSEC_PER_MSEC, on_retention_timer);
         if (r < 0)
                 return log_error_errno(r, "Cannot set up timers: %m");
 
@@ -462,4 +543,5 @@ void collector_bus_done(Collector *c) {
         c->drain_timer = sd_event_source_disable_unref(c->drain_timer);
         c->wait_timer = sd_event_source_disable_unref(c->wait_timer);
         c->props_timer = sd_event_source_disable_unref(c->props_timer);
+        c->retention_timer = sd_event_source_disable_unref(c->retention_timer);
 }

@@ -18,6 +18,7 @@ int collector_init(Collector *c) {
                 .frequency_hz = COLLECTOR_DEFAULT_FREQUENCY_HZ,
                 .next_seq = 1,
         };
+        retention_init(&c->retention, &RETENTION_POLICY_DEFAULT);
         r = file_table_init(&c->files);
         if (r < 0)
                 return r;
@@ -49,6 +50,7 @@ void collector_done(Collector *c) {
         ep_ring_free(c->trace_ring);
         ep_ring_free(c->export_ring);
         store_free(c->store);
+        retention_deleted_done(&c->retention_deleted);
         file_table_done(&c->files);
         frame_table_done(&c->frames);
         stack_table_done(&c->stacks);
@@ -221,6 +223,7 @@ void collector_finish_closing(Collector *c) {
         process_table_gc(&c->processes, iv->seq);
         interval_refs_done(&c->closing_refs);
         answer_waiters(c, r);
+        collector_bus_retention_kick(c);
 }
 
 void collector_check_closing(Collector *c) {
@@ -293,4 +296,87 @@ int collector_close_interval(Collector *c, sd_bus_message *waiter) {
 
 uint64_t collector_period_ns(const Collector *c) {
         return NSEC_PER_SEC / (c->frequency_hz ?: COLLECTOR_DEFAULT_FREQUENCY_HZ);
+}
+
+int collector_store_opened(Collector *c) {
+        uint64_t max = c->retention.policy.max_bytes;
+
+        /* Retention runs after every interval and does the checkpoints: the database file
+         * grows only once retention made room, so it stays within the size limit. The WAL
+         * is kept to an eighth of that, at least 1 MiB (one busy interval and its retention
+         * fit) and at most 8 MiB. */
+        c->retention.policy.max_wal_bytes = MIN(MAX(max / 8, 1ULL << 20), 8ULL << 20);
+        store_set_manual_checkpoints(c->store, c->retention.policy.max_wal_bytes);
+        return store_read_stats(c->store, &c->store_stats);
+}
+
+/* The rows retention deleted may have been ours: forget their ids, so the next interval that
+ * uses one of them writes the row again (INSERT OR IGNORE finds or makes it) instead of
+ * pointing at nothing. Rows we never held cannot be in our tables, and a row we hold that is
+ * still used is not deleted, so nothing else changes. */
+static void forget_deleted(Collector *c, const RetentionDeleted *d) {
+        if (d->n_stacks > 0)
+                for (size_t i = 0; i < c->stacks.n; i++) {
+                        Stack *st = &c->stacks.items[i];
+
+                        if (st->store_id != 0 && retention_deleted_contains(d->stacks, d->n_stacks, st->store_id))
+                                st->store_id = 0;
+                }
+        if (d->n_frames > 0)
+                for (size_t i = 0; i < c->frames.n; i++) {
+                        Frame *f = &c->frames.items[i];
+
+                        if (f->store_id != 0 && retention_deleted_contains(d->frames, d->n_frames, f->store_id))
+                                f->store_id = 0;
+                }
+        if (d->n_processes > 0)
+                for (size_t i = 0; i < c->processes.n; i++) {
+                        Process *p = &c->processes.items[i];
+
+                        if (p->store_id != 0 &&
+                            retention_deleted_contains(d->processes, d->n_processes, p->store_id))
+                                p->store_id = 0;
+                }
+        if (d->n_files > 0)
+                for (size_t i = 0; i < c->files.n; i++) {
+                        FileEntry *f = &c->files.items[i];
+
+                        if (f->store_id != 0 && retention_deleted_contains(d->files, d->n_files, f->store_id))
+                                f->store_id = 0;
+                }
+}
+
+int collector_retention_step(Collector *c) {
+        int r;
+
+        if (!c->store)
+                return 0;
+        r = retention_step(&c->retention, c->store, ep_now_ns(CLOCK_REALTIME), ep_now_ns(CLOCK_MONOTONIC),
+                           &c->retention_deleted);
+        if (r < 0) {
+                c->store_errors++;
+                collector_set_error(c, "Retention in %s failed: %s", store_path(c->store),
+                                    store_last_error(c->store));
+                return r;
+        }
+        forget_deleted(c, &c->retention_deleted);
+        if (r == 0 && c->retention.did_work) {
+                c->retention.did_work = false;
+                (void) store_read_stats(c->store, &c->store_stats);
+                log_debug("Retention: %" PRIu64 " intervals, %" PRIu64 " samples, %" PRIu64 " stacks, %"
+                          PRIu64 " frames deleted so far; %" PRIu64 " bytes reclaimed.",
+                          c->retention.counters.intervals, c->retention.counters.samples,
+                          c->retention.counters.stacks, c->retention.counters.frames,
+                          c->retention.counters.bytes_reclaimed);
+        }
+        c->store_stats.bytes = store_file_bytes(c->store);
+        return r;
+}
+
+int collector_retention_run(Collector *c) {
+        int r;
+
+        while ((r = collector_retention_step(c)) > 0)
+                ;
+        return r;
 }

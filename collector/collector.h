@@ -17,6 +17,7 @@
 #include "interval.h"
 #include "log.h"
 #include "processes.h"
+#include "retention.h"
 #include "shm-ring.h"
 #include "stacks.h"
 #include "store.h"
@@ -70,12 +71,15 @@ typedef struct Collector {
         size_t n_dirty_frames, cap_dirty_frames, n_dirty_files, cap_dirty_files;
 
         Store *store;
+        StoreStats store_stats; /* kept current after each write, recomputed after retention */
+        Retention retention;
+        RetentionDeleted retention_deleted;
         SymClient sym;
 
         /* daemon side (collector-bus.c); unused by unit tests */
         EpDaemon daemon;
         bool have_daemon;
-        sd_event_source *interval_timer, *drain_timer, *wait_timer, *props_timer;
+        sd_event_source *interval_timer, *drain_timer, *wait_timer, *props_timer, *retention_timer;
         EpRing *trace_ring;
         sd_event_source *trace_io;
         sd_bus_slot *loader_call, *loader_freq_call, *loader_props_match;
@@ -83,7 +87,7 @@ typedef struct Collector {
         uint32_t frequency_hz;
         EpRing *export_ring;
         EpPeerWatch *exporter_watch;
-        uint64_t props_sent[16];
+        uint64_t props_sent[32];
         uint64_t last_error_gen, props_error_gen;
 
         /* counters (D-Bus properties) */
@@ -163,6 +167,18 @@ bool interval_refs_pending(Collector *c, const IntervalRefs *refs);
 
 /* persist.c: one transaction for the interval (iv may be NULL: only pending updates). */
 int collector_persist(Collector *c, Interval *iv, const IntervalRefs *refs, int64_t *ret_id);
+
+/* collector.c: retention of the store */
+/* Sets up what the store's retention and status need once c->store is open: the policy's WAL
+ * size, the totals. */
+int collector_store_opened(Collector *c);
+/* One retention step (retention.h); forgets the store ids of the rows it deleted so they are
+ * written again when used. Returns 1 when there is more to do, 0 when done, < 0 on error. */
+int collector_retention_step(Collector *c);
+/* Runs retention to the end (tests, benchmarks; the daemon spreads steps over its loop). */
+int collector_retention_run(Collector *c);
+/* Asks the daemon to run retention soon (no-op without the daemon side). */
+void collector_bus_retention_kick(Collector *c);
 
 /* export-ring.c */
 int collector_export_open(Collector *c, int *ret_memfd, int *ret_eventfd);

@@ -22,6 +22,11 @@ static void help(void) {
                "\n"
                "  --store PATH          profile store (default: %s)\n"
                "  --interval DURATION   aggregation interval, e.g. 5s, 10s, 1min (default: 5s)\n"
+               "  --retention-age DURATION\n"
+               "                        delete intervals older than this, e.g. 12h, 3d; 0: keep\n"
+               "                        (default: 3d)\n"
+               "  --retention-size SIZE delete the oldest intervals while the store is larger,\n"
+               "                        e.g. 500M, 2G; 0: no limit (default: 1G)\n"
                "  --log-level LEVEL     debug, info, notice, warning, err, ...\n"
                "  -h --help             show this help\n"
                "  --version             show the version\n",
@@ -42,10 +47,13 @@ static int usage_error(const char *format, ...) {
 
 /* Returns 1 to run, 0 to exit successfully (--help, --version), < 0 on a usage error. */
 static int parse_argv(int argc, char *argv[], Collector *c, int *ret_log_level) {
-        enum { ARG_STORE = 0x100, ARG_INTERVAL, ARG_LOG_LEVEL, ARG_VERSION };
+        enum { ARG_STORE = 0x100, ARG_INTERVAL, ARG_RETENTION_AGE, ARG_RETENTION_SIZE, ARG_LOG_LEVEL,
+               ARG_VERSION };
         static const struct option options[] = {
                 { "store", required_argument, NULL, ARG_STORE },
                 { "interval", required_argument, NULL, ARG_INTERVAL },
+                { "retention-age", required_argument, NULL, ARG_RETENTION_AGE },
+                { "retention-size", required_argument, NULL, ARG_RETENTION_SIZE },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -72,6 +80,26 @@ static int parse_argv(int argc, char *argv[], Collector *c, int *ret_log_level) 
                         if (ns < INTERVAL_MIN_NS || ns > INTERVAL_MAX_NS)
                                 return usage_error("--interval '%s' is out of range (1s to 24h).", optarg);
                         c->interval_ns = ns;
+                        break;
+                }
+                case ARG_RETENTION_AGE: {
+                        uint64_t ns;
+
+                        if (ep_parse_duration(optarg, &ns) < 0)
+                                return usage_error("Invalid --retention-age '%s' (examples: 12h, 3d; 0 keeps everything).", optarg);
+                        if (ns > 0 && ns < EP_RETENTION_AGE_MIN_NS)
+                                return usage_error("--retention-age '%s' is too short (at least 1min, or 0).", optarg);
+                        c->retention.policy.max_age_ns = ns;
+                        break;
+                }
+                case ARG_RETENTION_SIZE: {
+                        uint64_t bytes;
+
+                        if (ep_parse_size(optarg, &bytes) < 0)
+                                return usage_error("Invalid --retention-size '%s' (examples: 500M, 2G; 0 for no limit).", optarg);
+                        if (bytes > 0 && bytes < EP_RETENTION_SIZE_MIN)
+                                return usage_error("--retention-size '%s' is too small (at least 256K, or 0).", optarg);
+                        c->retention.policy.max_bytes = bytes;
                         break;
                 }
                 case ARG_LOG_LEVEL:
@@ -131,6 +159,9 @@ int main(int argc, char *argv[]) {
                 collector_done(&c);
                 return EXIT_FAILURE;
         }
+        r = collector_store_opened(&c);
+        if (r < 0)
+                log_warning_errno(r, "Cannot read the totals of %s: %m", c.store_path);
 
         c.have_daemon = true;
         r = collector_bus_setup(&c);

@@ -208,6 +208,9 @@ static int put_samples(Collector *c, Interval *iv, int64_t *ret_id, uint64_t *re
                         return r;
                 count += a->count;
         }
+        r = store_finish_interval(c->store, id, count);
+        if (r < 0)
+                return r;
         *ret_id = id;
         *ret_count = count;
         return 0;
@@ -252,6 +255,9 @@ int collector_persist(Collector *c, Interval *iv, const IntervalRefs *refs, int6
 
         updates_written(c);
         c->samples_written += count;
+        if (with_samples)
+                store_stats_add_interval(&c->store_stats, iv->start_ns, iv->end_ns, count);
+        c->store_stats.bytes = store_file_bytes(c->store);
         *ret_id = id;
         return 0;
 }

@@ -12,8 +12,10 @@
 #include "macro.h"
 #include "store.h"
 
-/* Must stay exactly as documented in docs/ARCHITECTURE.md: the CLI reads it. */
-static const char schema_sql[] =
+/* The schema is built by migrations: a new store is version 0 migrated to the newest. Each
+ * step must stay exactly as it shipped (stores of that version exist); docs/ARCHITECTURE.md
+ * shows the result. The CLI reads it. */
+static const char migrate_0_to_1_sql[] =
         "CREATE TABLE files(id INTEGER PRIMARY KEY, file_id BLOB NOT NULL UNIQUE, path TEXT,\n"
         "                   gnu_build_id BLOB, go_build_id TEXT);\n"
         "CREATE TABLE frames(id INTEGER PRIMARY KEY,\n"
@@ -38,6 +40,44 @@ static const char schema_sql[] =
         "                     thread_name TEXT, stack INTEGER NOT NULL, count INTEGER NOT NULL,\n"
         "                     PRIMARY KEY(interval, process, tid, stack)) WITHOUT ROWID;\n";
 
+/* Version 2: what retention needs, without an index on samples (the table that is nearly all
+ * of the file; two indexes on it would cost half as much again).
+ *  - last_interval of stacks and processes: the newest interval that used the row. A row is
+ *    unused once every interval up to its last_interval is gone, which garbage collection can
+ *    see without looking at samples.
+ *  - intervals ids from AUTOINCREMENT, so they only grow (a deleted newest id is not handed out
+ *    again, which would make last_interval lie); intervals.samples, the sum of its counts,
+ *    keeps the store's totals cheap. The table is small: rebuilding it is cheap.
+ *  - dead_intervals: intervals retention removed whose samples are still being deleted in
+ *    batches (readers join intervals, so those samples are invisible already). */
+static const char migrate_1_to_2_sql[] =
+        "CREATE TABLE intervals_v2(id INTEGER PRIMARY KEY AUTOINCREMENT, start_ns INTEGER NOT NULL,\n"
+        "                          end_ns INTEGER NOT NULL, period_ns INTEGER NOT NULL,\n"
+        "                          samples INTEGER NOT NULL DEFAULT 0);\n"
+        "INSERT INTO intervals_v2(id, start_ns, end_ns, period_ns, samples)\n"
+        "        SELECT i.id, i.start_ns, i.end_ns, i.period_ns,\n"
+        "               coalesce((SELECT sum(count) FROM samples WHERE interval = i.id), 0)\n"
+        "        FROM intervals i;\n"
+        "DROP TABLE intervals;\n"
+        "ALTER TABLE intervals_v2 RENAME TO intervals;\n"
+        "CREATE INDEX intervals_by_start ON intervals(start_ns);\n"
+        "ALTER TABLE stacks ADD COLUMN last_interval INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE processes ADD COLUMN last_interval INTEGER NOT NULL DEFAULT 0;\n"
+        "UPDATE stacks SET last_interval = m.iv\n"
+        "        FROM (SELECT stack, max(interval) AS iv FROM samples GROUP BY stack) AS m\n"
+        "        WHERE m.stack = stacks.id;\n"
+        "UPDATE processes SET last_interval = m.iv\n"
+        "        FROM (SELECT process, max(interval) AS iv FROM samples GROUP BY process) AS m\n"
+        "        WHERE m.process = processes.id;\n"
+        "CREATE TABLE dead_intervals(id INTEGER PRIMARY KEY);\n";
+
+/* migrations[v] takes a store from version v to v + 1. */
+static const char *const migrations[] = {
+        migrate_0_to_1_sql,
+        migrate_1_to_2_sql,
+};
+_Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per version");
+
 enum {
         ST_BEGIN,
         ST_COMMIT,
@@ -57,6 +97,9 @@ enum {
         ST_PROCESS_UPDATE,
         ST_INTERVAL_INSERT,
         ST_SAMPLE_UPSERT,
+        ST_INTERVAL_SAMPLES,
+        ST_STACKS_TOUCH,
+        ST_PROCESSES_TOUCH,
         _ST_MAX,
 };
 
@@ -86,6 +129,11 @@ static const char *const statement_sql[_ST_MAX] = {
         [ST_SAMPLE_UPSERT] = "INSERT INTO samples(interval, process, tid, thread_name, stack, count) "
                              "VALUES(?1, ?2, ?3, ?4, ?5, ?6) "
                              "ON CONFLICT(interval, process, tid, stack) DO UPDATE SET count = count + excluded.count",
+        [ST_INTERVAL_SAMPLES] = "UPDATE intervals SET samples = samples + ?2 WHERE id = ?1",
+        [ST_STACKS_TOUCH] = "UPDATE stacks SET last_interval = ?1 "
+                            "WHERE id IN (SELECT stack FROM samples WHERE interval = ?1)",
+        [ST_PROCESSES_TOUCH] = "UPDATE processes SET last_interval = ?1 "
+                               "WHERE id IN (SELECT process FROM samples WHERE interval = ?1)",
 };
 
 struct Store {
@@ -94,6 +142,7 @@ struct Store {
         sqlite3_stmt *st[_ST_MAX];
         char error[512];
         bool failing; /* the last write failed: log repeats quietly until one succeeds */
+        int version;
 };
 
 static int sqlite_to_errno(int rc) {
@@ -125,7 +174,7 @@ static int sqlite_to_errno(int rc) {
 }
 
 /* Records and logs an SQLite failure; returns a negative errno. */
-static int store_fail(Store *s, int rc, const char *what) {
+int store_fail(Store *s, int rc, const char *what) {
         int level = s->failing ? LOG_DEBUG : LOG_ERR;
 
         snprintf(s->error, sizeof(s->error), "%s: %s", what,
@@ -140,6 +189,14 @@ const char *store_path(const Store *s) {
 
 const char *store_last_error(const Store *s) {
         return s->error;
+}
+
+sqlite3 *store_db(Store *s) {
+        return s->db;
+}
+
+int store_schema_version(const Store *s) {
+        return s->version;
 }
 
 Store *store_free(Store *s) {
@@ -196,7 +253,7 @@ static void make_readable(const char *path) {
 
 /* Runs sql and reads the first column of its first row, as an integer (ret_int) or as text
  * (ret_text, of text_size); SQLITE_EMPTY when there is no row. Returns an SQLite result code. */
-static int exec_first(Store *s, const char *sql, int64_t *ret_int, char *ret_text, size_t text_size) {
+int store_exec_first(Store *s, const char *sql, int64_t *ret_int, char *ret_text, size_t text_size) {
         sqlite3_stmt *st = NULL;
         int rc;
 
@@ -216,54 +273,94 @@ static int exec_first(Store *s, const char *sql, int64_t *ret_int, char *ret_tex
         return rc;
 }
 
-static int store_check_schema(Store *s) {
-        int64_t version = 0, tables = 0;
-        char *err = NULL;
+/* Runs migrations[from..] and sets the version, all in one transaction: a store is at one
+ * version or the next, never half-way. */
+static int store_migrate(Store *s, int64_t from) {
+        char *err = NULL, sql[64];
         int rc;
 
-        rc = exec_first(s, "PRAGMA user_version", &version, NULL, 0);
+        rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                return store_fail(s, rc, "starting the schema migration");
+        for (int64_t v = from; rc == SQLITE_OK && v < STORE_SCHEMA_VERSION; v++)
+                rc = sqlite3_exec(s->db, migrations[v], NULL, NULL, &err);
+        if (rc == SQLITE_OK) {
+                snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", STORE_SCHEMA_VERSION);
+                rc = sqlite3_exec(s->db, sql, NULL, NULL, &err);
+        }
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, &err);
+        sqlite3_free(err);
+        if (rc != SQLITE_OK) {
+                int r = store_fail(s, rc, "migrating the schema");
+                sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+                return r;
+        }
+        if (from == 0)
+                log_info("Created profile store %s (schema version %d).", s->path, STORE_SCHEMA_VERSION);
+        else
+                log_info("Migrated profile store %s from schema %" PRIi64 " to %d.", s->path, from,
+                         STORE_SCHEMA_VERSION);
+        return 0;
+}
+
+/* Retention shrinks the file with incremental vacuum, which needs auto_vacuum set before the
+ * first table exists, or a full VACUUM (stores created before version 2). The VACUUM rewrites
+ * the file once; when it fails (no room for the copy) the store still works: freed pages are
+ * reused, the file only does not shrink. */
+static void store_enable_incremental_vacuum(Store *s) {
+        int64_t mode = 0;
+        int rc;
+
+        if (store_exec_first(s, "PRAGMA auto_vacuum", &mode, NULL, 0) != SQLITE_OK || mode == 2)
+                return;
+        log_info("Rewriting profile store %s once so that retention can shrink it (VACUUM).", s->path);
+        rc = sqlite3_exec(s->db, "PRAGMA auto_vacuum = INCREMENTAL; VACUUM", NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                log_warning("Cannot VACUUM profile store %s (%s); retention will reuse freed space "
+                            "but the file will not shrink.", s->path, sqlite3_errmsg(s->db));
+}
+
+static int store_check_schema(Store *s) {
+        int64_t version = 0, tables = 0;
+        int rc, r;
+
+        rc = store_exec_first(s, "PRAGMA user_version", &version, NULL, 0);
         if ((rc & 0xff) == SQLITE_NOTADB)
                 return log_error_errno(-EBADMSG, "%s is not an SQLite database; move it away or "
                                        "point --store elsewhere.", s->path);
         if (rc != SQLITE_OK)
                 return store_fail(s, rc, "reading the schema version");
 
-        if (version == STORE_SCHEMA_VERSION)
-                return 0;
-        if (version != 0)
+        if (version > STORE_SCHEMA_VERSION || version < 0)
                 return log_error_errno(-EPROTONOSUPPORT,
-                                       "%s has store schema version %" PRIi64 "; this collector "
-                                       "supports version %d only.",
+                                       "%s has store schema version %" PRIi64 ", newer than version "
+                                       "%d that this collector knows; use a newer ebpf-profiler or "
+                                       "point --store elsewhere.",
                                        s->path, version, STORE_SCHEMA_VERSION);
-
-        rc = exec_first(s, "SELECT count(*) FROM sqlite_master", &tables, NULL, 0);
-        if (rc != SQLITE_OK)
-                return store_fail(s, rc, "listing tables");
-        if (tables > 0)
-                return log_error_errno(-EPROTONOSUPPORT,
-                                       "%s is an SQLite database but not an ebpf-profiler store "
-                                       "(schema version 0 with %" PRIi64 " objects).",
-                                       s->path, tables);
-
-        /* A new store. WAL must be set outside a transaction. */
-        rc = sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
-                return store_fail(s, rc, "enabling WAL");
-        rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
-                return store_fail(s, rc, "creating the schema");
-        rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, &err);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_exec(s->db, "PRAGMA user_version = 1", NULL, NULL, &err);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, &err);
-        sqlite3_free(err);
-        if (rc != SQLITE_OK) {
-                int r = store_fail(s, rc, "creating the schema");
-                sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-                return r;
+        if (version == 0) {
+                rc = store_exec_first(s, "SELECT count(*) FROM sqlite_master", &tables, NULL, 0);
+                if (rc != SQLITE_OK)
+                        return store_fail(s, rc, "listing tables");
+                if (tables > 0)
+                        return log_error_errno(-EPROTONOSUPPORT,
+                                               "%s is an SQLite database but not an ebpf-profiler store "
+                                               "(schema version 0 with %" PRIi64 " objects).",
+                                               s->path, tables);
+                /* A new store. WAL and auto_vacuum must be set before the first table. */
+                rc = sqlite3_exec(s->db, "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_mode = WAL",
+                                  NULL, NULL, NULL);
+                if (rc != SQLITE_OK)
+                        return store_fail(s, rc, "setting up a new store");
         }
-        log_info("Created profile store %s (schema version %d).", s->path, STORE_SCHEMA_VERSION);
+
+        if (version < STORE_SCHEMA_VERSION) {
+                r = store_migrate(s, version);
+                if (r < 0)
+                        return r;
+        }
+        s->version = STORE_SCHEMA_VERSION;
+        store_enable_incremental_vacuum(s);
         return 0;
 }
 
@@ -295,7 +392,7 @@ int store_open(const char *path, Store **ret) {
         if (r < 0)
                 return r;
 
-        rc = exec_first(s, "PRAGMA journal_mode = WAL", NULL, mode, sizeof(mode));
+        rc = store_exec_first(s, "PRAGMA journal_mode = WAL", NULL, mode, sizeof(mode));
         if (rc != SQLITE_OK)
                 return store_fail(s, rc, "enabling WAL");
         if (!streq(mode, "wal"))
@@ -654,4 +751,98 @@ int store_add_sample(Store *s, int64_t interval, int64_t process, uint32_t tid,
         BIND(sqlite3_bind_int64(st, 5, stack));
         BIND(sqlite3_bind_int64(st, 6, (int64_t) count));
         return step_done(s, st, "inserting a sample");
+}
+
+int store_finish_interval(Store *s, int64_t interval, uint64_t count) {
+        static const int touch[] = { ST_STACKS_TOUCH, ST_PROCESSES_TOUCH };
+        sqlite3_stmt *st = s->st[ST_INTERVAL_SAMPLES];
+        int r;
+
+        BIND(sqlite3_bind_int64(st, 1, interval));
+        BIND(sqlite3_bind_int64(st, 2, (int64_t) count));
+        r = step_done(s, st, "counting an interval's samples");
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(touch); i++) {
+                st = s->st[touch[i]];
+                BIND(sqlite3_bind_int64(st, 1, interval));
+                r = step_done(s, st, "marking what an interval uses");
+        }
+        return r;
+}
+
+int store_page_bytes(Store *s, uint64_t *ret_total, uint64_t *ret_used) {
+        int64_t pages, free_pages, page_size;
+        int rc;
+
+        rc = store_exec_first(s, "PRAGMA page_count", &pages, NULL, 0);
+        if (rc == SQLITE_OK)
+                rc = store_exec_first(s, "PRAGMA freelist_count", &free_pages, NULL, 0);
+        if (rc == SQLITE_OK)
+                rc = store_exec_first(s, "PRAGMA page_size", &page_size, NULL, 0);
+        if (rc != SQLITE_OK)
+                return store_fail(s, rc, "reading the page counts");
+        if (ret_total)
+                *ret_total = (uint64_t) MAX(pages, (int64_t) 0) * (uint64_t) page_size;
+        if (ret_used)
+                *ret_used = (uint64_t) MAX(pages - free_pages, (int64_t) 0) * (uint64_t) page_size;
+        return 0;
+}
+
+uint64_t store_wal_bytes(const Store *s) {
+        char p[PATH_MAX];
+        struct stat st;
+
+        if ((size_t) snprintf(p, sizeof(p), "%s-wal", s->path) >= sizeof(p) || stat(p, &st) < 0)
+                return 0;
+        return (uint64_t) st.st_size;
+}
+
+uint64_t store_file_bytes(const Store *s) {
+        struct stat st;
+
+        return (stat(s->path, &st) == 0 ? (uint64_t) st.st_size : 0) + store_wal_bytes(s);
+}
+
+int store_read_stats(Store *s, StoreStats *ret) {
+        sqlite3_stmt *st = NULL;
+        int rc;
+
+        rc = sqlite3_prepare_v2(s->db, "SELECT count(*), coalesce(min(start_ns), 0), "
+                                "coalesce(max(end_ns), 0), coalesce(sum(samples), 0) FROM intervals",
+                                -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return store_fail(s, rc, "reading the store's totals");
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW) {
+                sqlite3_finalize(st);
+                return store_fail(s, rc, "reading the store's totals");
+        }
+        *ret = (StoreStats) {
+                .intervals = (uint64_t) sqlite3_column_int64(st, 0),
+                .first_ns = (uint64_t) sqlite3_column_int64(st, 1),
+                .last_ns = (uint64_t) sqlite3_column_int64(st, 2),
+                .samples = (uint64_t) sqlite3_column_int64(st, 3),
+                .bytes = store_file_bytes(s),
+        };
+        sqlite3_finalize(st);
+        return 0;
+}
+
+void store_stats_add_interval(StoreStats *stats, uint64_t start_ns, uint64_t end_ns, uint64_t samples) {
+        if (stats->intervals == 0 || start_ns < stats->first_ns)
+                stats->first_ns = start_ns;
+        stats->last_ns = MAX(stats->last_ns, end_ns);
+        stats->intervals++;
+        stats->samples += samples;
+}
+
+void store_set_manual_checkpoints(Store *s, uint64_t wal_bytes) {
+        char sql[128];
+
+        /* No checkpoint at commit: retention_step() does one at the end of each run, so pages
+         * reach the database file only after retention made room for them. The WAL is
+         * truncated back to wal_bytes after a checkpoint. */
+        snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = %" PRIu64,
+                 wal_bytes);
+        if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+                log_debug("Store %s: cannot set the checkpoint policy: %s", s->path, sqlite3_errmsg(s->db));
 }

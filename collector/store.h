@@ -11,12 +11,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sqlite3.h>
 
 #include "macro.h"
 #include "symbol.h"
 #include "wire.h"
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 #define STORE_STACK_HASH_SIZE 16
 
 typedef struct Store Store;
@@ -31,9 +32,10 @@ typedef struct StoreSymbol {
         size_t n_lines;
 } StoreSymbol;
 
-/* Creates the parent directory and the schema when missing. Fails with a logged message naming
- * the path when the file is not an SQLite database (-EBADMSG) or holds a schema this build
- * does not know (-EPROTONOSUPPORT). */
+/* Creates the parent directory and the schema when missing, and migrates a store of an older
+ * schema version (one transaction). Fails with a logged message naming the path when the file
+ * is not an SQLite database (-EBADMSG), is some other database, or has a schema version newer
+ * than this build's (-EPROTONOSUPPORT). */
 int store_open(const char *path, Store **ret);
 Store *store_free(Store *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Store *, store_free);
@@ -79,3 +81,39 @@ int store_add_interval(Store *s, uint64_t start_ns, uint64_t end_ns, uint64_t pe
 /* Adds count to the (interval, process, tid, stack) row. */
 int store_add_sample(Store *s, int64_t interval, int64_t process, uint32_t tid,
                      const char *thread_name, int64_t stack, uint64_t count);
+
+/* After an interval's samples: adds count to intervals.samples (the sum of its counts) and sets
+ * last_interval of the stacks and processes its samples use (what garbage collection goes by;
+ * store_add_sample() calls after this one are not covered). */
+int store_finish_interval(Store *s, int64_t interval, uint64_t count);
+
+/* What the store holds (Collector1's Store* properties). Times are CLOCK_REALTIME ns, 0 when
+ * there is no interval. */
+typedef struct StoreStats {
+        uint64_t bytes; /* the file and its WAL */
+        uint64_t first_ns, last_ns;
+        uint64_t intervals;
+        uint64_t samples; /* sum of the counts */
+} StoreStats;
+/* Recomputes the stats with SQL (cheap: intervals only). */
+int store_read_stats(Store *s, StoreStats *ret);
+/* Keeps stats current after an interval was written, without SQL. */
+void store_stats_add_interval(StoreStats *stats, uint64_t start_ns, uint64_t end_ns, uint64_t samples);
+/* Bytes of all pages (page_count: the file's size once the WAL is checkpointed) and of the
+ * pages in use (page_count - freelist_count: what the size limit counts). Either may be NULL. */
+int store_page_bytes(Store *s, uint64_t *ret_total, uint64_t *ret_used);
+/* Size of the file plus its WAL on disk, and of the WAL alone. */
+uint64_t store_file_bytes(const Store *s);
+uint64_t store_wal_bytes(const Store *s);
+/* Turns the checkpoint at commit off (the caller checkpoints, see retention_step()) and
+ * truncates the WAL back to wal_bytes after each checkpoint. */
+void store_set_manual_checkpoints(Store *s, uint64_t wal_bytes);
+int store_schema_version(const Store *s);
+
+/* For retention.c, which works on the same connection. */
+sqlite3 *store_db(Store *s);
+/* Records and logs an SQLite failure (rc); returns a negative errno. */
+int store_fail(Store *s, int rc, const char *what);
+/* Runs sql and reads the first column of its first row as an integer or text; returns an
+ * SQLite result code (SQLITE_EMPTY: no row). */
+int store_exec_first(Store *s, const char *sql, int64_t *ret_int, char *ret_text, size_t text_size);

@@ -341,6 +341,37 @@ int ep_parse_duration(const char *s, uint64_t *ret_ns) {
         return -EINVAL;
 }
 
+int ep_parse_size(const char *s, uint64_t *ret_bytes) {
+        static const struct {
+                const char *suffix;
+                double factor;
+        } units[] = {
+                { "", 1 },          { "B", 1 },
+                { "K", 0x1p10 },    { "KB", 0x1p10 }, { "KiB", 0x1p10 },
+                { "M", 0x1p20 },    { "MB", 0x1p20 }, { "MiB", 0x1p20 },
+                { "G", 0x1p30 },    { "GB", 0x1p30 }, { "GiB", 0x1p30 },
+                { "T", 0x1p40 },    { "TB", 0x1p40 }, { "TiB", 0x1p40 },
+        };
+        double v;
+        char *end;
+
+        if (!s || !*s || *s == '-' || *s == '+')
+                return -EINVAL;
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno || end == s || !isfinite(v) || v < 0)
+                return -EINVAL;
+        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+                if (streq(end, units[i].suffix)) {
+                        double b = v * units[i].factor;
+                        if (b >= 18e18)
+                                return -ERANGE;
+                        *ret_bytes = (uint64_t) b;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
 uint64_t ep_now_ns(int clock) {
         struct timespec ts;
         clock_gettime(clock, &ts);

@@ -67,5 +67,12 @@ int ep_daemon_no_arguments(const char *ident, int argc, char **argv);
 
 /* Parses "20", "1.5s", "500ms", "2min" into nanoseconds. */
 int ep_parse_duration(const char *s, uint64_t *ret_ns);
+/* Parses "1073741824", "512K", "64MiB", "1.5G" (binary units; B, KB and KiB mean the same)
+ * into bytes. */
+int ep_parse_size(const char *s, uint64_t *ret_bytes);
+/* The smallest --retention-age and --retention-size the collector takes (0 turns a limit off);
+ * `ebpf-profiler run` checks them too, so a bad value is a usage error there. */
+#define EP_RETENTION_AGE_MIN_NS (60 * NSEC_PER_SEC)
+#define EP_RETENTION_SIZE_MIN (256ULL << 10)
 int ep_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
 uint64_t ep_now_ns(int clock);

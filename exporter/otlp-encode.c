@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pb-build.h"
 #include "arena.h"
 #include "file-id.h"
 #include "hashmap.h"
@@ -20,11 +21,6 @@
 #define ATTR_BUILD_ID_HTLHASH "process.executable.build_id.htlhash"
 #define ATTR_BUILD_ID_GNU "process.executable.build_id.gnu"
 #define ATTR_BUILD_ID_GO "process.executable.build_id.go"
-
-typedef struct PtrVec {
-        void **v;
-        size_t n, cap;
-} PtrVec;
 
 enum { ATTR_STRING = 1, ATTR_INT = 2 };
 enum { SAMPLE_ATTRS = 3 };
@@ -57,7 +53,7 @@ typedef struct Encoder {
         const ExpInterval *iv;
         ExpArena arena;
         ExpIntern strings, functions, mappings, attributes, stacks;
-        PtrVec mapping_table, location_table, function_table, attribute_table, stack_table;
+        ExpPtrVec mapping_table, location_table, function_table, attribute_table, stack_table;
         int32_t *frame_location; /* per model frame, 0 until emitted */
         int32_t *stack_result;   /* per model stack, valid when stack_done */
         bool *stack_done;
@@ -68,6 +64,7 @@ typedef struct Encoder {
         size_t *next_sample;
         EpHashmap *slot_by_pid, *group_by_key;
         uint64_t min_ts, max_ts; /* over every timestamp sent; min_ts > max_ts when none */
+        bool no_cpu;
 } Encoder;
 
 const char *otlp_frame_type(uint8_t kind) {
@@ -84,36 +81,14 @@ const char *otlp_frame_type(uint8_t kind) {
         }
 }
 
-static int vec_push(PtrVec *p, void *x) {
-        int r = exp_grow((void **) &p->v, &p->cap, p->n + 1, sizeof(void *));
-        if (r < 0)
-                return r;
-        p->v[p->n++] = x;
-        return 0;
-}
-
-static void *new_msg(Encoder *e, size_t size, void (*init)(void *)) {
-        void *m = exp_arena_alloc(&e->arena, size);
-        if (m)
-                init(m);
-        return m;
-}
-#define NEW(e, type, init) ((type *) new_msg((e), sizeof(type), (void (*)(void *)) (init)))
-
 /* Index of s in the string table; NULL and "" are index 0. */
 static int str_index(Encoder *e, const char *s, int32_t *ret) {
         uint32_t i;
-        int r;
+        int r = exp_string_index(&e->strings, s, &i);
 
-        if (!s || !*s) {
-                *ret = 0;
-                return 0;
-        }
-        r = exp_intern_put_str(&e->strings, s, &i);
-        if (r < 0)
-                return r;
-        *ret = (int32_t) i;
-        return 0;
+        if (r >= 0)
+                *ret = (int32_t) i;
+        return r;
 }
 
 static int attr_index(Encoder *e, const char *key, int type, const char *sval, int64_t ival, int32_t *ret) {
@@ -149,8 +124,8 @@ static int attr_index(Encoder *e, const char *key, int type, const char *sval, i
         if (r == 0)
                 return 0;
 
-        kv = NEW(e, PbKeyValueAndUnit, pb_key_value_and_unit_init);
-        v = NEW(e, PbAnyValue, pb_any_value_init);
+        kv = EXP_NEW_MSG(&e->arena, PbKeyValueAndUnit, pb_key_value_and_unit_init);
+        v = EXP_NEW_MSG(&e->arena, PbAnyValue, pb_any_value_init);
         if (!kv || !v)
                 return -ENOMEM;
         kv->key_strindex = k;
@@ -164,7 +139,7 @@ static int attr_index(Encoder *e, const char *key, int type, const char *sval, i
                 v->value_case = PB_ANY_VALUE_INT;
                 v->int_value = ival;
         }
-        return vec_push(&e->attribute_table, kv);
+        return exp_ptrvec_push(&e->attribute_table, kv);
 }
 
 static int attr_string(Encoder *e, const char *key, const char *value, int32_t *ret) {
@@ -195,7 +170,7 @@ static int mapping_for(Encoder *e, const ExpFrame *f, int32_t *ret) {
         if (r == 0)
                 return 0;
 
-        m = NEW(e, PbMapping, pb_mapping_init);
+        m = EXP_NEW_MSG(&e->arena, PbMapping, pb_mapping_init);
         if (!m)
                 return -ENOMEM;
         r = str_index(e, f->mapping_path, &m->filename_strindex);
@@ -221,7 +196,7 @@ static int mapping_for(Encoder *e, const ExpFrame *f, int32_t *ret) {
                 return -ENOMEM;
         memcpy(m->attribute_indices, attrs, n_attrs * sizeof(int32_t));
         m->n_attribute_indices = n_attrs;
-        return vec_push(&e->mapping_table, m);
+        return exp_ptrvec_push(&e->mapping_table, m);
 }
 
 static int function_for(Encoder *e, const ExpLine *ln, int32_t *ret) {
@@ -246,12 +221,12 @@ static int function_for(Encoder *e, const ExpLine *ln, int32_t *ret) {
         *ret = (int32_t) i;
         if (r == 0)
                 return 0;
-        fn = NEW(e, PbFunction, pb_function_init);
+        fn = EXP_NEW_MSG(&e->arena, PbFunction, pb_function_init);
         if (!fn)
                 return -ENOMEM;
         fn->name_strindex = key[0];
         fn->filename_strindex = key[1];
-        return vec_push(&e->function_table, fn);
+        return exp_ptrvec_push(&e->function_table, fn);
 }
 
 static int location_for(Encoder *e, uint32_t frame, int32_t *ret) {
@@ -266,7 +241,7 @@ static int location_for(Encoder *e, uint32_t frame, int32_t *ret) {
                 return 0;
         }
         f = &e->iv->frames[frame];
-        l = NEW(e, PbLocation, pb_location_init);
+        l = EXP_NEW_MSG(&e->arena, PbLocation, pb_location_init);
         if (!l)
                 return -ENOMEM;
         r = mapping_for(e, f, &l->mapping_index);
@@ -280,7 +255,7 @@ static int location_for(Encoder *e, uint32_t frame, int32_t *ret) {
                 if (!l->lines)
                         return -ENOMEM;
                 for (size_t j = 0; j < f->n_lines; j++) {
-                        PbLine *ln = NEW(e, PbLine, pb_line_init);
+                        PbLine *ln = EXP_NEW_MSG(&e->arena, PbLine, pb_line_init);
                         if (!ln)
                                 return -ENOMEM;
                         r = function_for(e, &f->lines[j], &ln->function_index);
@@ -301,7 +276,7 @@ static int location_for(Encoder *e, uint32_t frame, int32_t *ret) {
         if (e->location_table.n >= INT32_MAX)
                 return -E2BIG;
         *ret = e->frame_location[frame] = (int32_t) e->location_table.n;
-        return vec_push(&e->location_table, l);
+        return exp_ptrvec_push(&e->location_table, l);
 }
 
 static int stack_for(Encoder *e, uint32_t stack, int32_t *ret) {
@@ -334,12 +309,12 @@ static int stack_for(Encoder *e, uint32_t stack, int32_t *ret) {
         if (r < 0)
                 return r;
         if (r > 0) {
-                st = NEW(e, PbStack, pb_stack_init);
+                st = EXP_NEW_MSG(&e->arena, PbStack, pb_stack_init);
                 if (!st)
                         return -ENOMEM;
                 st->location_indices = locs;
                 st->n_location_indices = s->n_frames;
-                r = vec_push(&e->stack_table, st);
+                r = exp_ptrvec_push(&e->stack_table, st);
                 if (r < 0)
                         return r;
         }
@@ -393,9 +368,11 @@ static int add_sample(Encoder *e, size_t idx) {
         r = attr_int(e, ATTR_THREAD_ID, s->tid, &key.attrs[1]);
         if (r < 0)
                 return r;
-        r = attr_int(e, ATTR_CPU, s->cpu, &key.attrs[2]);
-        if (r < 0)
-                return r;
+        if (!e->no_cpu) {
+                r = attr_int(e, ATTR_CPU, s->cpu, &key.attrs[2]);
+                if (r < 0)
+                        return r;
+        }
 
         r = ep_hashmap_put(e->group_by_key, &key, (void **) &gi);
         if (r < 0)
@@ -431,7 +408,7 @@ static int add_sample(Encoder *e, size_t idx) {
 }
 
 static PbSample *build_sample(Encoder *e, const Group *g, bool timestamps) {
-        PbSample *s = NEW(e, PbSample, pb_sample_init);
+        PbSample *s = EXP_NEW_MSG(&e->arena, PbSample, pb_sample_init);
         size_t n = 0;
 
         if (!s)
@@ -464,8 +441,8 @@ static PbSample *build_sample(Encoder *e, const Group *g, bool timestamps) {
 }
 
 static PbKeyValue *kv_new(Encoder *e, const char *key, const char *sval, int64_t ival) {
-        PbKeyValue *kv = NEW(e, PbKeyValue, pb_key_value_init);
-        PbAnyValue *v = NEW(e, PbAnyValue, pb_any_value_init);
+        PbKeyValue *kv = EXP_NEW_MSG(&e->arena, PbKeyValue, pb_key_value_init);
+        PbAnyValue *v = EXP_NEW_MSG(&e->arena, PbAnyValue, pb_any_value_init);
 
         if (!kv || !v)
                 return NULL;
@@ -483,7 +460,7 @@ static PbKeyValue *kv_new(Encoder *e, const char *key, const char *sval, int64_t
 
 static PbResource *build_resource(Encoder *e, const Slot *slot, const char *host_name) {
         const ExpProcess *p = slot->process;
-        PbResource *res = NEW(e, PbResource, pb_resource_init);
+        PbResource *res = EXP_NEW_MSG(&e->arena, PbResource, pb_resource_init);
         const char *exe = p && p->exe_path && *p->exe_path ? p->exe_path : NULL;
         const char *name = NULL;
 
@@ -518,7 +495,7 @@ static PbResource *build_resource(Encoder *e, const Slot *slot, const char *host
 }
 
 static PbValueType *value_type(Encoder *e, const char *type, const char *unit) {
-        PbValueType *vt = NEW(e, PbValueType, pb_value_type_init);
+        PbValueType *vt = EXP_NEW_MSG(&e->arena, PbValueType, pb_value_type_init);
         if (!vt || str_index(e, type, &vt->type_strindex) < 0 || str_index(e, unit, &vt->unit_strindex) < 0)
                 return NULL;
         return vt;
@@ -526,10 +503,10 @@ static PbValueType *value_type(Encoder *e, const char *type, const char *unit) {
 
 static PbResourceProfiles *build_resource_profiles(Encoder *e, Slot *slot, const OtlpEncodeOptions *o) {
         const ExpInterval *iv = e->iv;
-        PbResourceProfiles *rp = NEW(e, PbResourceProfiles, pb_resource_profiles_init);
-        PbScopeProfiles *sp = NEW(e, PbScopeProfiles, pb_scope_profiles_init);
-        PbScope *scope = NEW(e, PbScope, pb_scope_init);
-        PbProfile *prof = NEW(e, PbProfile, pb_profile_init);
+        PbResourceProfiles *rp = EXP_NEW_MSG(&e->arena, PbResourceProfiles, pb_resource_profiles_init);
+        PbScopeProfiles *sp = EXP_NEW_MSG(&e->arena, PbScopeProfiles, pb_scope_profiles_init);
+        PbScope *scope = EXP_NEW_MSG(&e->arena, PbScope, pb_scope_init);
+        PbProfile *prof = EXP_NEW_MSG(&e->arena, PbProfile, pb_profile_init);
         uint64_t start, end;
 
         if (!rp || !sp || !scope || !prof)
@@ -606,16 +583,16 @@ static int encoder_init(Encoder *e, const ExpInterval *iv) {
             (r = exp_intern_put(&e->attributes, "", 0, &i)) < 0 ||
             (r = exp_intern_put(&e->stacks, "", 0, &i)) < 0)
                 return r;
-        m = NEW(e, PbMapping, pb_mapping_init);
-        l = NEW(e, PbLocation, pb_location_init);
-        f = NEW(e, PbFunction, pb_function_init);
-        a = NEW(e, PbKeyValueAndUnit, pb_key_value_and_unit_init);
-        s = NEW(e, PbStack, pb_stack_init);
+        m = EXP_NEW_MSG(&e->arena, PbMapping, pb_mapping_init);
+        l = EXP_NEW_MSG(&e->arena, PbLocation, pb_location_init);
+        f = EXP_NEW_MSG(&e->arena, PbFunction, pb_function_init);
+        a = EXP_NEW_MSG(&e->arena, PbKeyValueAndUnit, pb_key_value_and_unit_init);
+        s = EXP_NEW_MSG(&e->arena, PbStack, pb_stack_init);
         if (!m || !l || !f || !a || !s)
                 return -ENOMEM;
-        if ((r = vec_push(&e->mapping_table, m)) < 0 || (r = vec_push(&e->location_table, l)) < 0 ||
-            (r = vec_push(&e->function_table, f)) < 0 || (r = vec_push(&e->attribute_table, a)) < 0 ||
-            (r = vec_push(&e->stack_table, s)) < 0)
+        if ((r = exp_ptrvec_push(&e->mapping_table, m)) < 0 || (r = exp_ptrvec_push(&e->location_table, l)) < 0 ||
+            (r = exp_ptrvec_push(&e->function_table, f)) < 0 || (r = exp_ptrvec_push(&e->attribute_table, a)) < 0 ||
+            (r = exp_ptrvec_push(&e->stack_table, s)) < 0)
                 return r;
         return 0;
 }
@@ -654,6 +631,7 @@ static int encode(Encoder *e, const ExpInterval *iv, const OtlpEncodeOptions *o,
         r = encoder_init(e, iv);
         if (r < 0)
                 return r;
+        e->no_cpu = o->no_cpu;
 
         for (size_t i = 0; i < iv->n_samples; i++) {
                 r = add_sample(e, i);
@@ -699,8 +677,8 @@ static int encode(Encoder *e, const ExpInterval *iv, const OtlpEncodeOptions *o,
                 req.resource_profiles[req.n_resource_profiles++] = rp;
         }
 
-        dict = NEW(e, PbDictionary, pb_dictionary_init);
-        link = NEW(e, PbLink, pb_link_init);
+        dict = EXP_NEW_MSG(&e->arena, PbDictionary, pb_dictionary_init);
+        link = EXP_NEW_MSG(&e->arena, PbLink, pb_link_init);
         if (!dict || !link)
                 return -ENOMEM;
         /* The zero Link with full-length all-zero IDs: some codecs insist on 16/8 bytes. */

@@ -18,6 +18,7 @@
  *  - one Mapping per file (filename, process.executable.build_id.htlhash and .gnu), one
  *    Location per frame (address, lines innermost first, profile.frame.type). */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,8 @@ typedef struct OtlpEncodeOptions {
         const char *host_name;     /* resource attribute host.name; NULL or "" leaves it out */
         const char *scope_name;    /* NULL: "ebpf-profiler" */
         const char *scope_version; /* NULL: the project version */
+        bool no_cpu;               /* the model has no CPU numbers (the store keeps none):
+                                    * leave cpu.logical_number out */
 } OtlpEncodeOptions;
 
 typedef struct OtlpEncodeStats {

@@ -33,8 +33,10 @@ test_pkgs=(
         xz-utils openssl sqlite3 gzip
         # names glibc's internal frames (__libc_start_call_main, start_thread) in the tests
         libc6-dbg
-        # stripped Go programs for the .gopclntab tests
+        # stripped Go programs for the .gopclntab tests; `go tool pprof` reads our pprof export
         golang-go
+        # renders the HTML flame graph in the tests (headless)
+        chromium
 )
 want=("${build_pkgs[@]}")
 [ "$test_deps" = 1 ] && want+=("${test_pkgs[@]}")

@@ -9,116 +9,15 @@
 
 #include "calltree.h"
 #include "daemon.h"
+#include "flamegraph-html.h"
 #include "flamegraph-svg.h"
 #include "store-read.h"
 #include "top.h"
 #include "view-options.h"
 #include "wire.h"
 
+#include "test-cli-store.h"
 #include "test-cli-util.h"
-
-static const char schema[] =
-        "CREATE TABLE files(id INTEGER PRIMARY KEY, file_id BLOB NOT NULL UNIQUE, path TEXT,"
-        "                   gnu_build_id BLOB, go_build_id TEXT);"
-        "CREATE TABLE frames(id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, file INTEGER NOT NULL,"
-        "                    addr INTEGER NOT NULL, elf_addr INTEGER, module TEXT, status INTEGER,"
-        "                    UNIQUE(kind, file, addr));"
-        "CREATE TABLE frame_lines(frame INTEGER NOT NULL, depth INTEGER NOT NULL,"
-        "                         function TEXT, source_file TEXT, line INTEGER,"
-        "                         PRIMARY KEY(frame, depth)) WITHOUT ROWID;"
-        "CREATE TABLE stacks(id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, frames BLOB NOT NULL);"
-        "CREATE TABLE processes(id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, start_time_ns INTEGER,"
-        "                       comm TEXT, exe TEXT, container_id TEXT, UNIQUE(pid, start_time_ns));"
-        "CREATE TABLE intervals(id INTEGER PRIMARY KEY, start_ns INTEGER NOT NULL,"
-        "                       end_ns INTEGER NOT NULL, period_ns INTEGER NOT NULL);"
-        "CREATE INDEX intervals_by_start ON intervals(start_ns);"
-        "CREATE TABLE samples(interval INTEGER NOT NULL, process INTEGER NOT NULL, tid INTEGER NOT NULL,"
-        "                     thread_name TEXT, stack INTEGER NOT NULL, count INTEGER NOT NULL,"
-        "                     PRIMARY KEY(interval, process, tid, stack)) WITHOUT ROWID;";
-
-static void exec_sql(sqlite3 *db, const char *sql) {
-        char *err = NULL;
-        if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
-                fprintf(stderr, "SQL failed: %s\n%s\n", err, sql);
-                exit(EXIT_FAILURE);
-        }
-}
-
-static void add_stack(sqlite3 *db, int id, const int64_t *frames, size_t n) {
-        uint8_t blob[64];
-        sqlite3_stmt *st;
-        for (size_t i = 0; i < n; i++)
-                for (unsigned b = 0; b < 8; b++)
-                        blob[i * 8 + b] = (uint8_t) ((uint64_t) frames[i] >> (8 * b));
-        CHECK(sqlite3_prepare_v2(db, "INSERT INTO stacks VALUES(?1, ?2, ?3)", -1, &st, NULL) == SQLITE_OK);
-        sqlite3_bind_int(st, 1, id);
-        sqlite3_bind_blob(st, 2, &id, sizeof(id), SQLITE_TRANSIENT);
-        sqlite3_bind_blob(st, 3, blob, (int) (n * 8), SQLITE_TRANSIENT);
-        CHECK(sqlite3_step(st) == SQLITE_DONE);
-        sqlite3_finalize(st);
-}
-
-/* Frames (leaf first in stacks):
- *   1 native app+0x1000: compute_inner (inlined) in compute
- *   2 native app+0x2000: main          3 native libc.so.6+0x3000: __libc_start_main
- *   4 native libc.so.6+0x4444: not symbolized
- *   5 kernel: do_syscall_64            6 kernel 0xffffffff81001234: not symbolized
- *   7 native app+0x5000: helper
- * Stacks: S1 [1,2,3]  S2 [7,2,3]  S3 [6,5,4,2,3]  S4 [7,7,2,3] (recursion)
- * Intervals (t0 = an hour ago): I1 [t0, t0+10s)  I2 [t0+10s, t0+20s)  I3 [t0+3000s, t0+3010s)
- * Samples:  I1: app S1 10, app S2 5, worker S3 4   I2: app S1 6, worker S4 3
- *           I3: worker S1 2, app S3 1                                     total 31 */
-static void create_store(const char *path, uint64_t t0) {
-        sqlite3 *db;
-        char sql[4096];
-
-        CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) == SQLITE_OK);
-        exec_sql(db, "PRAGMA journal_mode=WAL; PRAGMA user_version=1;");
-        exec_sql(db, schema);
-        snprintf(sql, sizeof(sql),
-                 "INSERT INTO files VALUES(1, x'01', '/usr/bin/app', NULL, NULL);"
-                 "INSERT INTO files VALUES(2, x'02', '/lib/x86_64-linux-gnu/libc.so.6', NULL, NULL);"
-                 "INSERT INTO frames VALUES(1, %d, 1, 4096, 4096, NULL, 0);"
-                 "INSERT INTO frames VALUES(2, %d, 1, 8192, 8192, NULL, 0);"
-                 "INSERT INTO frames VALUES(3, %d, 2, 12288, 12288, NULL, 0);"
-                 "INSERT INTO frames VALUES(4, %d, 2, 17476, NULL, NULL, 1);"
-                 "INSERT INTO frames VALUES(5, %d, 0, -2130706432, -2130706432, '', 0);"
-                 "INSERT INTO frames VALUES(6, %d, 0, -2130701772, NULL, '', 1);"
-                 "INSERT INTO frames VALUES(7, %d, 1, 20480, 20480, NULL, 0);"
-                 "INSERT INTO frame_lines VALUES(1, 0, 'compute_inner', 'app.c', 10);"
-                 "INSERT INTO frame_lines VALUES(1, 1, 'compute', 'app.c', 20);"
-                 "INSERT INTO frame_lines VALUES(2, 0, 'main', 'app.c', 30);"
-                 "INSERT INTO frame_lines VALUES(3, 0, '__libc_start_main', NULL, NULL);"
-                 "INSERT INTO frame_lines VALUES(5, 0, 'do_syscall_64', NULL, NULL);"
-                 "INSERT INTO frame_lines VALUES(7, 0, 'helper', 'app.c', 40);"
-                 "INSERT INTO processes VALUES(1, 100, 1, 'app', '/usr/bin/app', '');"
-                 "INSERT INTO processes VALUES(2, 200, 2, 'worker', '/usr/bin/app', '');",
-                 EP_FRAME_NATIVE, EP_FRAME_NATIVE, EP_FRAME_NATIVE, EP_FRAME_NATIVE, EP_FRAME_KERNEL,
-                 EP_FRAME_KERNEL, EP_FRAME_NATIVE);
-        exec_sql(db, sql);
-
-        /* Kernel addresses above are 0xffffffff81000000 and 0xffffffff81001234 as signed. */
-        add_stack(db, 1, (const int64_t[]) { 1, 2, 3 }, 3);
-        add_stack(db, 2, (const int64_t[]) { 7, 2, 3 }, 3);
-        add_stack(db, 3, (const int64_t[]) { 6, 5, 4, 2, 3 }, 5);
-        add_stack(db, 4, (const int64_t[]) { 7, 7, 2, 3 }, 4);
-
-        const uint64_t s = NSEC_PER_SEC;
-        snprintf(sql, sizeof(sql),
-                 "INSERT INTO intervals VALUES(1, %" PRIu64 ", %" PRIu64 ", 50000000);"
-                 "INSERT INTO intervals VALUES(2, %" PRIu64 ", %" PRIu64 ", 50000000);"
-                 "INSERT INTO intervals VALUES(3, %" PRIu64 ", %" PRIu64 ", 50000000);"
-                 "INSERT INTO samples VALUES(1, 1, 100, 'app', 1, 10);"
-                 "INSERT INTO samples VALUES(1, 1, 101, 'app-t', 2, 5);"
-                 "INSERT INTO samples VALUES(1, 2, 200, 'worker', 3, 4);"
-                 "INSERT INTO samples VALUES(2, 1, 100, 'app', 1, 6);"
-                 "INSERT INTO samples VALUES(2, 2, 200, 'worker', 4, 3);"
-                 "INSERT INTO samples VALUES(3, 2, 200, 'worker', 1, 2);"
-                 "INSERT INTO samples VALUES(3, 1, 100, 'app', 3, 1);",
-                 t0, t0 + 10 * s, t0 + 10 * s, t0 + 20 * s, t0 + 3000 * s, t0 + 3010 * s);
-        exec_sql(db, sql);
-        sqlite3_close(db);
-}
 
 static const EpFunctionStat *find_function(const EpCallTree *t, const EpFunctionStat *stats, size_t n,
                                            const char *name) {
@@ -252,12 +151,28 @@ static void test_unfiltered(const char *path) {
         char *text = NULL;
         size_t size = 0;
         FILE *out = open_memstream(&text, &size);
-        CHECK_INT(ep_top_print(out, res.tree, &res.summary, 3), 0);
+        ep_top_print_summary(out, &res.summary);
+        CHECK_INT(ep_top_print_functions(out, res.tree, EP_FUNCTIONS_BY_SELF, 3), 0);
         fclose(out);
         CHECK(startswith(text, "31 samples, 2 processes, "));
+        CHECK(strstr(text, "\n\n SELF%  TOTAL%      SELF     TOTAL  MODULE   FUNCTION\n") != NULL);
         CHECK(strstr(text, " 58.1%   58.1%        18        18  app      compute_inner\n") != NULL);
         CHECK(strstr(text, "(5 more functions; --limit 0 shows all)") != NULL);
         fputs(text, stderr);
+        free(text);
+
+        /* --sort total: the whole-stack functions first; ties by self, then by name. */
+        ep_calltree_sort_functions(res.tree, res.stats, res.n, EP_FUNCTIONS_BY_TOTAL);
+        static const char *const by_total[] = { "__libc_start_main", "main", "compute_inner", "compute", "helper" };
+        for (size_t i = 0; i < ELEMENTSOF(by_total) && i < res.n; i++)
+                CHECK_STR(ep_calltree_string(res.tree, res.stats[i].frame.name), by_total[i]);
+        text = NULL;
+        out = open_memstream(&text, &size);
+        CHECK_INT(ep_top_print_functions(out, res.tree, EP_FUNCTIONS_BY_TOTAL, 2), 0);
+        fclose(out);
+        CHECK(strstr(text, "  0.0%  100.0%         0        31  libc.so.6  __libc_start_main\n") != NULL);
+        CHECK(strstr(text, "  0.0%  100.0%         0        31  app        main\n") != NULL);
+        CHECK(strstr(text, "compute_inner") == NULL);
         free(text);
 
         result_done(&res);
@@ -268,7 +183,7 @@ static void test_filters(const char *path, uint64_t t0) {
         Result res;
 
         f = EP_STORE_FILTER_INIT;
-        f.pid = 100;
+        CHECK_INT(ep_store_filter_add_pid(&f, 100), 0);
         CHECK_INT(read_with(path, &f, &res), 0);
         CHECK_U64(res.summary.samples, 22);
         CHECK_U64(res.summary.processes, 1);
@@ -277,7 +192,7 @@ static void test_filters(const char *path, uint64_t t0) {
         result_done(&res);
 
         f = EP_STORE_FILTER_INIT;
-        f.comm = "worker";
+        CHECK_INT(ep_store_filter_add_comm(&f, "worker"), 0);
         CHECK_INT(read_with(path, &f, &res), 0);
         CHECK_U64(res.summary.samples, 9);
         CHECK_FN(res, "helper", 3, 3);
@@ -319,14 +234,14 @@ static void test_filters(const char *path, uint64_t t0) {
         /* Filters combine. */
         f = EP_STORE_FILTER_INIT;
         f.since_ns = when;
-        f.pid = 100;
+        CHECK_INT(ep_store_filter_add_pid(&f, 100), 0);
         CHECK_INT(read_with(path, &f, &res), 0);
         CHECK_U64(res.summary.samples, 1);
         result_done(&res);
 
         /* Nothing matches: not an error. */
         f = EP_STORE_FILTER_INIT;
-        f.pid = 999;
+        CHECK_INT(ep_store_filter_add_pid(&f, 999), 0);
         CHECK_INT(read_with(path, &f, &res), 0);
         CHECK_U64(res.summary.samples, 0);
         CHECK_INT(res.n, 0);
@@ -340,6 +255,330 @@ static void test_filters(const char *path, uint64_t t0) {
         CHECK_FN(res, "[unknown] libc.so.6", 5, 5);
         CHECK(find_function(res.tree, res.stats, res.n, "do_syscall_64 [k]") == NULL);
         result_done(&res);
+}
+
+/* Reads the extended store with f and returns the number of samples, or a negative errno. The
+ * summary and the tree must agree: the figures come from two queries. */
+static int64_t count_samples(const char *path, const EpStoreFilter *f) {
+        Result res;
+        int r = read_with(path, f, &res);
+        if (r < 0) {
+                result_done(&res);
+                return r;
+        }
+        CHECK_U64(ep_calltree_node(res.tree, 0)->total, res.summary.samples);
+        int64_t n = (int64_t) res.summary.samples;
+        result_done(&res);
+        return n;
+}
+
+static EpStoreFilter filter_pids(size_t n, const int64_t *pids) {
+        EpStoreFilter f = EP_STORE_FILTER_INIT;
+        for (size_t i = 0; i < n; i++)
+                CHECK_INT(ep_store_filter_add_pid(&f, pids[i]), 0);
+        return f;
+}
+
+/* Per process in the extended store: pid 100 (C1) 23 = tid 100 "app" 17 + tid 101 6 (5 "app-t",
+ * then 1 "renamed"); pid 200 (no container) 9, tid 200 "worker"; pid 300 (C2) 9 = tid 300 "app"
+ * 7 + tid 301 "io" 2; the second pid 100 (C3) 4, tid 100 "app". */
+static void test_filter_fixture(const char *path, uint64_t t0) {
+        EpStoreFilter f;
+
+        f = EP_STORE_FILTER_INIT;
+        CHECK_INT(count_samples(path, &f), 45);
+
+        /* --pid, several times: OR. A reused pid selects both processes. */
+        f = filter_pids(1, (const int64_t[]) { 100 });
+        CHECK_INT(count_samples(path, &f), 27);
+        f = filter_pids(2, (const int64_t[]) { 100, 200 });
+        CHECK_INT(count_samples(path, &f), 36);
+        f = filter_pids(1, (const int64_t[]) { 300 });
+        CHECK_INT(count_samples(path, &f), 9);
+        f = filter_pids(3, (const int64_t[]) { 100, 200, 300 });
+        CHECK_INT(count_samples(path, &f), 45);
+
+        /* --comm, several times: OR; two processes share "app". */
+        f = EP_STORE_FILTER_INIT;
+        CHECK_INT(ep_store_filter_add_comm(&f, "app"), 0);
+        CHECK_INT(count_samples(path, &f), 36);
+        CHECK_INT(ep_store_filter_add_comm(&f, "worker"), 0);
+        CHECK_INT(count_samples(path, &f), 45);
+        f = EP_STORE_FILTER_INIT;
+        CHECK_INT(ep_store_filter_add_comm(&f, "ap"), 0); /* exactly, not a prefix */
+        CHECK_INT(count_samples(path, &f), 0);
+
+        /* Across options: AND. */
+        f = filter_pids(1, (const int64_t[]) { 200 });
+        CHECK_INT(ep_store_filter_add_comm(&f, "app"), 0);
+        CHECK_INT(count_samples(path, &f), 0);
+        f = filter_pids(2, (const int64_t[]) { 100, 200 });
+        CHECK_INT(ep_store_filter_add_comm(&f, "worker"), 0);
+        CHECK_INT(count_samples(path, &f), 9);
+        f = filter_pids(2, (const int64_t[]) { 100, 300 });
+        CHECK_INT(ep_store_filter_add_comm(&f, "app"), 0);
+        CHECK_INT(ep_store_filter_add_comm(&f, "worker"), 0);
+        CHECK_INT(count_samples(path, &f), 36);
+
+        /* --container: a full ID, a unique prefix, an ambiguous one, one that matches nothing. */
+        f = EP_STORE_FILTER_INIT;
+        f.container = C1;
+        CHECK_INT(count_samples(path, &f), 23);
+        f.container = "abcd1";
+        CHECK_INT(count_samples(path, &f), 23);
+        f.container = "abcd2222";
+        CHECK_INT(count_samples(path, &f), 9);
+        f.container = "ef01";
+        CHECK_INT(count_samples(path, &f), 4);
+        f.container = "abcd";
+        CHECK_INT(count_samples(path, &f), -ENOTUNIQ);
+        f.container = "abc";
+        CHECK_INT(count_samples(path, &f), -EINVAL);
+        f.container = "ffff";
+        CHECK_INT(count_samples(path, &f), 0);
+        f.container = "abc%"; /* no wildcards */
+        CHECK_INT(count_samples(path, &f), 0);
+        f.container = "ABCD1"; /* IDs are lower case; no folding */
+        CHECK_INT(count_samples(path, &f), 0);
+        f = filter_pids(1, (const int64_t[]) { 100 });
+        f.container = "abcd1";
+        CHECK_INT(count_samples(path, &f), 23);
+        f.container = "ef01";
+        CHECK_INT(count_samples(path, &f), 4);
+        f = filter_pids(1, (const int64_t[]) { 300 });
+        f.container = "abcd1";
+        CHECK_INT(count_samples(path, &f), 0);
+
+        char **ids = NULL;
+        size_t n = 0;
+        sqlite3 *db = NULL;
+        CHECK_INT(ep_store_open(path, &db), 0);
+        CHECK_INT(ep_store_find_containers(db, "abcd", &ids, &n), 0);
+        CHECK_INT(n, 2);
+        if (n == 2) {
+                CHECK_STR(ids[0], C1);
+                CHECK_STR(ids[1], C2);
+                CHECK(ids[2] == NULL);
+        }
+        ep_strv_free(ids);
+        CHECK_INT(ep_store_find_containers(db, "0000", &ids, &n), 0);
+        CHECK_INT(n, 0);
+        CHECK(ids && !ids[0]);
+        ep_strv_free(ids);
+        sqlite3_close(db);
+
+        /* --thread: a TID (in every process that has it), or a name, exactly. */
+        f = EP_STORE_FILTER_INIT;
+        f.tid = 100;
+        CHECK_INT(count_samples(path, &f), 21);
+        f.tid = 101;
+        CHECK_INT(count_samples(path, &f), 6);
+        f.tid = 999;
+        CHECK_INT(count_samples(path, &f), 0);
+        f = EP_STORE_FILTER_INIT;
+        f.thread_name = "app";
+        CHECK_INT(count_samples(path, &f), 28);
+        f.thread_name = "io";
+        CHECK_INT(count_samples(path, &f), 2);
+        f.thread_name = "app-t";
+        CHECK_INT(count_samples(path, &f), 5);
+        f.thread_name = "renamed";
+        CHECK_INT(count_samples(path, &f), 1);
+        f.thread_name = "worker";
+        CHECK_INT(count_samples(path, &f), 9);
+
+        /* Everything together. */
+        f = filter_pids(1, (const int64_t[]) { 100 });
+        f.tid = 100;
+        f.container = "abcd1";
+        CHECK_INT(count_samples(path, &f), 17);
+        f = EP_STORE_FILTER_INIT;
+        f.since_ns = t0 + 10 * NSEC_PER_SEC; /* I2 and I3 */
+        f.thread_name = "app";
+        CHECK_INT(count_samples(path, &f), 11);
+        CHECK_INT(ep_store_filter_add_comm(&f, "app"), 0);
+        f.container = "ef01";
+        CHECK_INT(count_samples(path, &f), 4);
+        f.until_ns = t0 + 20 * NSEC_PER_SEC; /* I2 only */
+        CHECK_INT(count_samples(path, &f), 0);
+
+        /* The functions follow the filter: pid 300 ran S1 7 times and S2 twice. */
+        Result res;
+        f = filter_pids(1, (const int64_t[]) { 300 });
+        CHECK_INT(read_with(path, &f, &res), 0);
+        CHECK_FN(res, "compute_inner", 7, 7);
+        CHECK_FN(res, "helper", 2, 2);
+        CHECK_INT(res.n, 5);
+        result_done(&res);
+
+        /* A list is bounded. */
+        f = EP_STORE_FILTER_INIT;
+        for (int i = 0; i < EP_STORE_FILTER_MAX_VALUES; i++)
+                CHECK_INT(ep_store_filter_add_pid(&f, i + 1), 0);
+        CHECK_INT(ep_store_filter_add_pid(&f, 1000), -E2BIG);
+        CHECK_INT(f.n_pids, EP_STORE_FILTER_MAX_VALUES);
+}
+
+static void check_group(const EpStoreGroup *g, int64_t pid, int64_t tid, const char *comm, const char *container,
+                        const char *thread, uint64_t samples) {
+        CHECK_INT(g->pid, pid);
+        CHECK_INT(g->tid, tid);
+        CHECK_STR(g->comm, comm);
+        CHECK_STR(g->container_id, container);
+        CHECK_STR(g->thread_name, thread);
+        CHECK_U64(g->samples, samples);
+}
+
+static int read_groups(const char *path, const EpStoreFilter *f, EpStoreGroupBy by, EpStoreGroup **ret,
+                       size_t *ret_n, EpStoreSummary *ret_summary) {
+        _cleanup_sqlite_ sqlite3 *db = NULL;
+        int r = ep_store_open(path, &db);
+        if (r < 0)
+                return r;
+        return ep_store_read_groups(db, f, by, ret, ret_n, ret_summary);
+}
+
+static void test_groups(const char *path) {
+        EpStoreFilter f = EP_STORE_FILTER_INIT;
+        EpStoreSummary summary;
+        EpStoreGroup *g = NULL;
+        size_t n = 0;
+
+        /* --by process: the reused pid is two processes; ties by pid. */
+        CHECK_INT(read_groups(path, &f, EP_STORE_GROUP_PROCESS, &g, &n, &summary), 0);
+        CHECK_U64(summary.samples, 45);
+        CHECK_U64(summary.processes, 4);
+        CHECK_INT(n, 4);
+        if (n == 4) {
+                check_group(&g[0], 100, -1, "app", C1, "", 23);
+                check_group(&g[1], 200, -1, "worker", "", "", 9);
+                check_group(&g[2], 300, -1, "app", C2, "", 9);
+                check_group(&g[3], 100, -1, "app", C3, "", 4);
+        }
+
+        char *text = NULL;
+        size_t size = 0;
+        FILE *out = open_memstream(&text, &size);
+        ep_top_print_groups(out, EP_STORE_GROUP_PROCESS, g, n, summary.samples, 3);
+        fclose(out);
+        fputs(text, stderr);
+        CHECK(startswith(text, "\nSHARE%   SAMPLES      PID  COMM    CONTAINER\n"));
+        CHECK(strstr(text, "\n 51.1%        23      100  app     abcd11110000\n") != NULL);
+        CHECK(strstr(text, "\n 20.0%         9      200  worker  -\n") != NULL);
+        CHECK(strstr(text, "\n 20.0%         9      300  app     abcd22220000\n") != NULL);
+        CHECK(strstr(text, "\n(1 more process; --limit 0 shows all)\n") != NULL);
+        free(text);
+        ep_store_groups_free(g, n);
+
+        /* --by thread: a renamed thread shows its latest name. */
+        CHECK_INT(read_groups(path, &f, EP_STORE_GROUP_THREAD, &g, &n, &summary), 0);
+        CHECK_U64(summary.samples, 45);
+        CHECK_INT(n, 6);
+        if (n == 6) {
+                check_group(&g[0], 100, 100, "app", C1, "app", 17);
+                check_group(&g[1], 200, 200, "worker", "", "worker", 9);
+                check_group(&g[2], 300, 300, "app", C2, "app", 7);
+                check_group(&g[3], 100, 101, "app", C1, "renamed", 6);
+                check_group(&g[4], 100, 100, "app", C3, "app", 4);
+                check_group(&g[5], 300, 301, "app", C2, "io", 2);
+        }
+        uint64_t sum = 0;
+        for (size_t i = 0; i < n; i++)
+                sum += g[i].samples;
+        CHECK_U64(sum, 45);
+
+        text = NULL;
+        out = open_memstream(&text, &size);
+        ep_top_print_groups(out, EP_STORE_GROUP_THREAD, g, n, summary.samples, 0);
+        fclose(out);
+        fputs(text, stderr);
+        CHECK(startswith(text, "\nSHARE%   SAMPLES      PID      TID  COMM    THREAD\n"));
+        CHECK(strstr(text, "\n 13.3%         6      100      101  app     renamed\n") != NULL);
+        CHECK(strstr(text, "more") == NULL);
+        free(text);
+        ep_store_groups_free(g, n);
+
+        /* Groups follow the filters. */
+        f = EP_STORE_FILTER_INIT;
+        CHECK_INT(ep_store_filter_add_comm(&f, "app"), 0);
+        CHECK_INT(read_groups(path, &f, EP_STORE_GROUP_PROCESS, &g, &n, &summary), 0);
+        CHECK_U64(summary.samples, 36);
+        CHECK_INT(n, 3);
+        if (n == 3) {
+                CHECK_U64(g[0].samples, 23);
+                CHECK_U64(g[1].samples, 9);
+                CHECK_INT(g[1].pid, 300);
+                CHECK_U64(g[2].samples, 4);
+        }
+        ep_store_groups_free(g, n);
+
+        f = EP_STORE_FILTER_INIT;
+        f.container = "abcd1";
+        CHECK_INT(read_groups(path, &f, EP_STORE_GROUP_THREAD, &g, &n, &summary), 0);
+        CHECK_U64(summary.samples, 23);
+        CHECK_INT(n, 2);
+        if (n == 2) {
+                check_group(&g[0], 100, 100, "app", C1, "app", 17);
+                check_group(&g[1], 100, 101, "app", C1, "renamed", 6);
+        }
+        ep_store_groups_free(g, n);
+
+        f.container = "abcd";
+        g = NULL;
+        n = 0;
+        CHECK_INT(read_groups(path, &f, EP_STORE_GROUP_PROCESS, &g, &n, &summary), -ENOTUNIQ);
+        CHECK(g == NULL);
+
+        f = EP_STORE_FILTER_INIT;
+        f.tid = 12345;
+        CHECK_INT(read_groups(path, &f, EP_STORE_GROUP_THREAD, &g, &n, &summary), 0);
+        CHECK_U64(summary.samples, 0);
+        CHECK_INT(n, 0);
+        ep_store_groups_free(g, n);
+}
+
+/* The command-line side of the filters: repeated options, --thread's two forms, the checks. */
+static void test_view_options(void) {
+        EpViewOptions o = EP_VIEW_OPTIONS_INIT;
+
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_PID, "100"), 1);
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_PID, "300"), 1);
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_COMM, "app"), 1);
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_COMM, "worker"), 1);
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_CONTAINER, "abcd1"), 1);
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_THREAD, "101"), 1);
+        CHECK_INT(o.filter.n_pids, 2);
+        CHECK_INT(o.filter.pids[1], 300);
+        CHECK_INT(o.filter.n_comms, 2);
+        CHECK_STR(o.filter.comms[1], "worker");
+        CHECK_STR(o.filter.container, "abcd1");
+        CHECK_INT(o.filter.tid, 101);
+        CHECK(o.filter.thread_name == NULL);
+        CHECK(!ep_store_filter_selects_all(&o.filter));
+
+        char *text = NULL;
+        size_t size = 0;
+        FILE *out = open_memstream(&text, &size);
+        ep_view_describe_filter(&o, out);
+        fclose(out);
+        CHECK_STR(text, ", pid 100 or 300, comm app or worker, container abcd1, thread 101");
+        free(text);
+
+        /* The last --thread wins, as a name this time. */
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_THREAD, "io"), 1);
+        CHECK_INT(o.filter.tid, -1);
+        CHECK_STR(o.filter.thread_name, "io");
+
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_CONTAINER, "abc"), -EINVAL);
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_THREAD, ""), -EINVAL);
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_PID, "0"), -EINVAL);
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_PID, "x"), -EINVAL);
+
+        o = EP_VIEW_OPTIONS_INIT;
+        CHECK(ep_store_filter_selects_all(&o.filter));
+        for (int i = 0; i < EP_STORE_FILTER_MAX_VALUES; i++)
+                CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_COMM, "x"), 1);
+        CHECK_INT(ep_view_option(&o, "test", EP_VIEW_ARG_COMM, "x"), -EINVAL);
 }
 
 static void test_when(void) {
@@ -464,6 +703,24 @@ static void test_svg(const char *path) {
         /* The root spans the whole width between the paddings. */
         CHECK(strstr(svg, "x=\"10.00\" y=\"") != NULL && strstr(svg, "width=\"1180.00\"") != NULL);
         free(svg);
+
+        /* The same tree as a page (tests/unit/test-cli-flamegraph.c has the details): every node
+         * embedded, every function of the store among the strings, the counts on their nodes. */
+        char *html = NULL;
+        out = open_memstream(&html, &size);
+        CHECK_INT(ep_flamegraph_write_html(out, res.tree, &o), (int) ep_calltree_size(res.tree));
+        fclose(out);
+        CHECK(strstr(html, "\"total\":31,") != NULL);
+        for (size_t i = 0; i < res.n; i++) {
+                char quoted[128];
+                snprintf(quoted, sizeof(quoted), "\n\"%s\"", ep_calltree_string(res.tree, res.stats[i].frame.name));
+                CHECK(strstr(html, quoted) != NULL);
+        }
+        /* compute_inner under app (100): depth 5 (all, app, __libc_start_main, main, compute),
+         * 16 samples, all self; under worker (200): 2. */
+        CHECK(strstr(html, ",5,16,16,\n") != NULL);
+        CHECK(strstr(html, ",5,2,2,\n") != NULL);
+        free(html);
         result_done(&res);
 
         /* Text escaping and cutting. */
@@ -491,11 +748,18 @@ int main(void) {
         }
         snprintf(path, sizeof(path), "%s/profiles.db", dir);
 
+        char extended[512];
+        snprintf(extended, sizeof(extended), "%s/extended.db", dir);
+
         uint64_t t0 = (ep_now_ns(CLOCK_REALTIME) / NSEC_PER_SEC - 3600) * NSEC_PER_SEC;
-        create_store(path, t0);
+        create_store(path, t0, false);
+        create_store(extended, t0, true);
 
         test_unfiltered(path);
         test_filters(path, t0);
+        test_filter_fixture(extended, t0);
+        test_groups(extended);
+        test_view_options();
         test_when();
         test_open_errors(dir);
         test_svg(path);

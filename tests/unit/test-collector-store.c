@@ -119,7 +119,7 @@ static void test_two_intervals(const char *path) {
 
         /* Read back with plain SQL. */
         ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-        ASSERT_TRUE(q_int(db, "PRAGMA user_version") == 1);
+        ASSERT_TRUE(q_int(db, "PRAGMA user_version") == STORE_SCHEMA_VERSION);
         q_text(db, "PRAGMA journal_mode", buf, sizeof(buf));
         ASSERT_TRUE(strcmp(buf, "wal") == 0);
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM files") == 1);

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: MIT
+"""End to end: `ebpf-profiler export` of a real profile read back by the tools users have:
+Go's pprof (Debian's golang-go), the collapsed-stack text, and protoc for OTLP."""
+import os
+import pty
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import CLI, REPO, cli, run_workload, stacks_for_pid
+
+CHAIN = ["gamma_spin", "beta", "alpha", "main"]  # leaf first
+GO = shutil.which("go") or "/usr/bin/go"
+
+
+@pytest.fixture(scope="module")
+def fpchain(profiler):
+    """Profiles fpchain for 4 s; returns its pid once its samples are in the store."""
+    w = run_workload("fpchain", 4)
+    w.wait(timeout=40)
+    assert w.returncode == 0
+    profiler.flush()
+    time.sleep(1.5)  # the interval closes, waits for symbols and is written
+    return w.pid
+
+
+def store_stacks(profiler, pid):
+    with profiler.db() as con:
+        return stacks_for_pid(con, pid)
+
+
+def pprof(tmp_path, *args):
+    # -symbolize=none: the profile is symbolized already; pprof must not look for binaries.
+    p = subprocess.run([GO, "tool", "pprof", "-symbolize=none", "-sample_index=samples", *map(str, args)],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PPROF_TMPDIR=str(tmp_path), HOME=str(tmp_path)))
+    assert p.returncode == 0, f"go tool pprof {args}: {p.stderr}"
+    return p.stdout
+
+
+def top_table(text):
+    """{function: (self, total)} and the sample count from `ebpf-profiler top`."""
+    total = int(re.match(r"(\d+) samples", text).group(1))
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*[\d.]+% +[\d.]+% +(\d+) +(\d+)  \S+ +(.+)$", line)
+        if m:
+            rows[m.group(3).removesuffix(" [k]")] = (int(m.group(1)), int(m.group(2)))
+    return rows, total
+
+
+def pprof_top_table(text):
+    """{function: (flat, cum)} and the total from `go tool pprof -top`."""
+    total = int(re.search(r"Showing nodes accounting for \d+, [\d.]+% of (\d+) total", text).group(1))
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(.+)$", line)
+        if m:
+            rows[m.group(3).strip()] = (int(m.group(1)), int(m.group(2)))
+    return rows, total
+
+
+def test_pprof_matches_top(profiler, fpchain, tmp_path):
+    out = tmp_path / "fpchain.pb.gz"  # the format from the extension
+    p = cli("export", "--store", profiler.store, "--pid", fpchain, "-o", out)
+    assert "\r" not in p.stderr, "progress must stay off when stderr is not a terminal"
+    assert out.read_bytes()[:2] == b"\x1f\x8b"
+
+    top, top_total = top_table(cli("top", "--store", profiler.store, "--pid", fpchain, "--limit", "0").stdout)
+    ours, pp_total = pprof_top_table(pprof(tmp_path, "-top", "-nodecount=20", out))
+    assert pp_total == top_total == sum(c for _, c in store_stacks(profiler, fpchain))
+    assert top_total >= 99 * 2, f"expected ~4 s at 99 Hz, got {top_total}"
+
+    # The same hottest functions with the same figures: pprof's flat is top's SELF, cum TOTAL.
+    hottest = sorted(top.items(), key=lambda kv: -kv[1][0])[:5]
+    assert hottest[0][0] == "gamma_spin", top
+    assert max(ours.items(), key=lambda kv: kv[1][0])[0] == "gamma_spin", ours
+    for fn, (self, total) in hottest:
+        if self == 0:
+            continue
+        assert fn in ours, f"{fn} missing from pprof -top: {ours}"
+        assert ours[fn] == (self, total), f"{fn}: pprof {ours[fn]}, top {(self, total)}"
+    # The callers have no self samples: sorted by cum they are among the first 20.
+    by_cum, _ = pprof_top_table(pprof(tmp_path, "-top", "-cum", "-nodecount=20", out))
+    for fn in CHAIN:
+        assert by_cum[fn][1] == top[fn][1], f"{fn}: pprof cum {by_cum[fn][1]}, top TOTAL {top[fn][1]}"
+
+
+def test_pprof_traces_show_the_chain(profiler, fpchain, tmp_path):
+    out = tmp_path / "p.pprof"
+    cli("export", "--store", profiler.store, "--pid", fpchain, "-o", out, "-q")
+    traces = pprof(tmp_path, "-traces", out)
+    # Each trace lists its frames leaf first, one per line; labels first.
+    blocks = traces.split("-----------+-------------------------------------------------------")
+    chains = 0
+    for b in blocks:
+        names = [l.split()[-1] for l in b.splitlines()
+                 if l.strip() and not re.match(r"\s*\w+:\s", l)]  # frames, not "pid:  123"
+        if names[:4] == CHAIN:
+            chains += 1
+    assert chains > 0, traces[:3000]
+    # The labels: pprof prints each trace's pid, tid, comm and thread above its frames.
+    assert re.search(rf"^\s*pid:\s+{fpchain}$", traces, re.M), traces[:1000]
+    assert re.search(r"^\s*comm:\s+fpchain$", traces, re.M), traces[:1000]
+
+
+def test_folded_counts_equal_the_store(profiler, fpchain, tmp_path):
+    out = tmp_path / "f.folded"
+    cli("export", "--store", profiler.store, "--pid", fpchain, "-o", out)
+    lines = out.read_text().splitlines()
+    assert lines
+    pat = re.compile(rf"^[^;]+ \({fpchain}\);(?:.*;)?main;alpha;beta;gamma_spin (\d+)$")
+    folded_chain = sum(int(m.group(1)) for m in map(pat.match, lines) if m)
+    assert folded_chain > 0, "\n".join(lines[:20])
+
+    stacks = store_stacks(profiler, fpchain)
+    store_chain = sum(c for frames, c in stacks if [fn for _, fn in frames[:4]] == CHAIN)
+    assert folded_chain == store_chain
+    # Every sample is on some line, once.
+    assert sum(int(l.rsplit(" ", 1)[1]) for l in lines) == sum(c for _, c in stacks)
+    # Stdout works as well, and --no-process drops the "comm (pid)" frame.
+    p = cli("export", "--store", profiler.store, "--pid", fpchain, "--format", "folded", "--no-process")
+    assert any(re.search(r"(^|;)main;alpha;beta;gamma_spin \d+$", l) for l in p.stdout.splitlines())
+    assert not any(l.startswith("fpchain (") for l in p.stdout.splitlines())
+
+
+def test_otlp_decodes_with_protoc(profiler, fpchain, tmp_path):
+    protoc = shutil.which("protoc")
+    if not protoc:
+        pytest.skip("protoc not installed")
+    out = tmp_path / "p.otlp"
+    cli("export", "--store", profiler.store, "--pid", fpchain, "-o", out)
+    proto = REPO / "proto"
+    with open(out, "rb") as f:
+        p = subprocess.run([protoc, f"--proto_path={proto}",
+                            "--decode=opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest",
+                            "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"],
+                           stdin=f, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert re.search(rf"int_value: {fpchain}\b", p.stdout)
+    values = sum(int(v) for v in re.findall(r"^\s*values: (\d+)$", p.stdout, re.M))
+    assert values == sum(c for _, c in store_stacks(profiler, fpchain))
+    assert "gamma_spin" in p.stdout
+
+
+def test_binary_formats_refuse_a_terminal(profiler, fpchain):
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([str(CLI), "export", "--store", str(profiler.store), "--format", "pprof"],
+                           stdout=slave, stderr=subprocess.PIPE, text=True, timeout=30)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert p.returncode == 1
+    assert "terminal" in p.stderr
