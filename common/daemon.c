@@ -312,46 +312,13 @@ int ep_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret) {
         return 0;
 }
 
-int ep_parse_duration(const char *s, uint64_t *ret_ns) {
-        static const struct {
-                const char *suffix;
-                double ns;
-        } units[] = {
-                { "ns", 1 },        { "us", 1e3 },      { "ms", 1e6 },    { "s", 1e9 },
-                { "sec", 1e9 },     { "m", 60e9 },      { "min", 60e9 },  { "h", 3600e9 },
-                { "d", 86400e9 },   { "", 1e9 }, /* a bare number is seconds */
-        };
-        double v;
-        char *end;
+typedef struct UnitSuffix {
+        const char *suffix;
+        double factor;
+} UnitSuffix;
 
-        if (!s || !*s || *s == '-')
-                return -EINVAL;
-        errno = 0;
-        v = strtod(s, &end);
-        if (errno || end == s || !isfinite(v) || v < 0)
-                return -EINVAL;
-        for (size_t i = 0; i < ELEMENTSOF(units); i++)
-                if (streq(end, units[i].suffix)) {
-                        double ns = v * units[i].ns;
-                        if (ns >= 18e18)
-                                return -ERANGE;
-                        *ret_ns = (uint64_t) ns;
-                        return 0;
-                }
-        return -EINVAL;
-}
-
-int ep_parse_size(const char *s, uint64_t *ret_bytes) {
-        static const struct {
-                const char *suffix;
-                double factor;
-        } units[] = {
-                { "", 1 },          { "B", 1 },
-                { "K", 0x1p10 },    { "KB", 0x1p10 }, { "KiB", 0x1p10 },
-                { "M", 0x1p20 },    { "MB", 0x1p20 }, { "MiB", 0x1p20 },
-                { "G", 0x1p30 },    { "GB", 0x1p30 }, { "GiB", 0x1p30 },
-                { "T", 0x1p40 },    { "TB", 0x1p40 }, { "TiB", 0x1p40 },
-        };
+/* A non-negative decimal number followed by one of the suffixes, scaled by its factor. */
+static int parse_scaled(const char *s, const UnitSuffix *units, size_t n_units, uint64_t *ret) {
         double v;
         char *end;
 
@@ -361,15 +328,37 @@ int ep_parse_size(const char *s, uint64_t *ret_bytes) {
         v = strtod(s, &end);
         if (errno || end == s || !isfinite(v) || v < 0)
                 return -EINVAL;
-        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+        for (size_t i = 0; i < n_units; i++)
                 if (streq(end, units[i].suffix)) {
-                        double b = v * units[i].factor;
-                        if (b >= 18e18)
+                        double scaled = v * units[i].factor;
+                        if (scaled >= 18e18)
                                 return -ERANGE;
-                        *ret_bytes = (uint64_t) b;
+                        *ret = (uint64_t) scaled;
                         return 0;
                 }
         return -EINVAL;
+}
+
+int ep_parse_duration(const char *s, uint64_t *ret_ns) {
+        static const UnitSuffix units[] = {
+                { "ns", 1 },        { "us", 1e3 },      { "ms", 1e6 },    { "s", 1e9 },
+                { "sec", 1e9 },     { "m", 60e9 },      { "min", 60e9 },  { "h", 3600e9 },
+                { "d", 86400e9 },   { "", 1e9 }, /* a bare number is seconds */
+        };
+
+        return parse_scaled(s, units, ELEMENTSOF(units), ret_ns);
+}
+
+int ep_parse_size(const char *s, uint64_t *ret_bytes) {
+        static const UnitSuffix units[] = {
+                { "", 1 },          { "B", 1 },
+                { "K", 0x1p10 },    { "KB", 0x1p10 }, { "KiB", 0x1p10 },
+                { "M", 0x1p20 },    { "MB", 0x1p20 }, { "MiB", 0x1p20 },
+                { "G", 0x1p30 },    { "GB", 0x1p30 }, { "GiB", 0x1p30 },
+                { "T", 0x1p40 },    { "TB", 0x1p40 }, { "TiB", 0x1p40 },
+        };
+
+        return parse_scaled(s, units, ELEMENTSOF(units), ret_bytes);
 }
 
 uint64_t ep_now_ns(int clock) {

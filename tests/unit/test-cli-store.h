@@ -14,26 +14,8 @@
 #include "daemon.h"
 #include "wire.h"
 
+#include "store-schema-v1.h"
 #include "test-cli-util.h"
-
-static const char schema[] =
-        "CREATE TABLE files(id INTEGER PRIMARY KEY, file_id BLOB NOT NULL UNIQUE, path TEXT,"
-        "                   gnu_build_id BLOB, go_build_id TEXT);"
-        "CREATE TABLE frames(id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, file INTEGER NOT NULL,"
-        "                    addr INTEGER NOT NULL, elf_addr INTEGER, module TEXT, status INTEGER,"
-        "                    UNIQUE(kind, file, addr));"
-        "CREATE TABLE frame_lines(frame INTEGER NOT NULL, depth INTEGER NOT NULL,"
-        "                         function TEXT, source_file TEXT, line INTEGER,"
-        "                         PRIMARY KEY(frame, depth)) WITHOUT ROWID;"
-        "CREATE TABLE stacks(id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, frames BLOB NOT NULL);"
-        "CREATE TABLE processes(id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, start_time_ns INTEGER,"
-        "                       comm TEXT, exe TEXT, container_id TEXT, UNIQUE(pid, start_time_ns));"
-        "CREATE TABLE intervals(id INTEGER PRIMARY KEY, start_ns INTEGER NOT NULL,"
-        "                       end_ns INTEGER NOT NULL, period_ns INTEGER NOT NULL);"
-        "CREATE INDEX intervals_by_start ON intervals(start_ns);"
-        "CREATE TABLE samples(interval INTEGER NOT NULL, process INTEGER NOT NULL, tid INTEGER NOT NULL,"
-        "                     thread_name TEXT, stack INTEGER NOT NULL, count INTEGER NOT NULL,"
-        "                     PRIMARY KEY(interval, process, tid, stack)) WITHOUT ROWID;";
 
 static void exec_sql(sqlite3 *db, const char *sql) {
         char *err = NULL;
@@ -94,7 +76,7 @@ static void create_store(const char *path, uint64_t t0, bool extended) {
 
         CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) == SQLITE_OK);
         exec_sql(db, "PRAGMA journal_mode=WAL; PRAGMA user_version=1;");
-        exec_sql(db, schema);
+        exec_sql(db, schema_v1_sql);
         snprintf(sql, sizeof(sql),
                  "INSERT INTO files VALUES(1, x'01', '/usr/bin/app', NULL, NULL);"
                  "INSERT INTO files VALUES(2, x'02', '/lib/x86_64-linux-gnu/libc.so.6', NULL, NULL);"
