@@ -46,6 +46,7 @@ typedef struct RunArgs {
         const char *store;
         const char *cache_dir;
         const char *endpoint;
+        const char *protocol;   /* --otlp-protocol, validated */
         const char *user;
         const char *log_level;
         const char *debug_dirs[8]; /* --debug-dir, passed to the symbolizer as given */
@@ -241,6 +242,24 @@ static int prepare_store(const char *store, const struct passwd *pw) {
         return 0;
 }
 
+/* The exporter's spool (unsent OTLP requests) lives with the store, in a directory of our own
+ * that the unprivileged exporter owns; 0700: it holds profile data. */
+static int prepare_spool(const char *store, const struct passwd *pw, char **ret) {
+        _cleanup_free_ char *dir = NULL;
+        const char *slash = strrchr(store, '/');
+        int r;
+
+        if (asprintf(&dir, "%.*s/spool", (int) (slash - store), store) < 0)
+                return -ENOMEM;
+        r = prepare_state_dir(dir, true, pw, "exporter");
+        if (r < 0)
+                return r;
+        if (chmod(dir, 0700) < 0)
+                log_warning_errno(-errno, "Cannot restrict access to %s: %m", dir);
+        *ret = TAKE_PTR(dir);
+        return 0;
+}
+
 static int lock_runtime_dir(const char *dir, int *ret_fd) {
         bool created;
         int r = mkdir_parents(dir, 0755, &created);
@@ -332,6 +351,13 @@ static int on_export_settled(sd_event_source *s, uint64_t usec, void *userdata) 
         return 0;
 }
 
+/* Whether the exporter has somewhere to send to: --otlp-endpoint, or the OTel variables it
+ * inherits (the whole environment reaches the daemons, see make_env()). */
+static bool exporting(const RunArgs *a) {
+        const char *p = getenv("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT"), *g = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+        return a->endpoint || (p && *p) || (g && *g);
+}
+
 static int on_collector_flushed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
         Run *run = userdata;
         const sd_bus_error *e = sd_bus_message_get_error(m);
@@ -346,7 +372,7 @@ static int on_collector_flushed(sd_bus_message *m, void *userdata, sd_bus_error 
 
         /* The interval reaches the exporter through its ring; give it a moment before asking
          * it to send. */
-        if (run->args->endpoint && ep_supervisor_ready(run->sup, "exporter") &&
+        if (exporting(run->args) && ep_supervisor_ready(run->sup, "exporter") &&
             sd_event_add_time_relative(run->event, &run->settle_timer, CLOCK_MONOTONIC, EXPORT_SETTLE_USEC, 0,
                                        on_export_settled, run) >= 0)
                 return 0;
@@ -432,7 +458,10 @@ static void help(void) {
                "      --cache-dir DIR        the symbolizer's cache (default " EP_CACHE_DIR ")\n"
                "      --debug-dir DIR        where the symbolizer looks for separate debug files\n"
                "                             (repeatable or a colon list; default /usr/lib/debug)\n"
-               "      --otlp-endpoint URL    also export OTLP profiles to URL\n"
+               "      --otlp-endpoint URL    also export OTLP profiles to URL (the exporter also\n"
+               "                             reads $OTEL_EXPORTER_OTLP_* and\n"
+               "                             /etc/ebpf-profiler/exporter.conf)\n"
+               "      --otlp-protocol PROTO  http/protobuf (default) or grpc\n"
                "      --private-bus          always start a private bus\n"
                "      --user NAME            the unprivileged user (default " EP_UNPRIVILEGED_USER ")\n"
                "      --log-level LEVEL      debug, info, notice, warning, err (for all daemons)\n"
@@ -449,6 +478,7 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 ARG_STORE,
                 ARG_CACHE_DIR,
                 ARG_ENDPOINT,
+                ARG_PROTOCOL,
                 ARG_PRIVATE_BUS,
                 ARG_USER,
                 ARG_LOG_LEVEL,
@@ -463,6 +493,7 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 { "store", required_argument, NULL, ARG_STORE },
                 { "cache-dir", required_argument, NULL, ARG_CACHE_DIR },
                 { "otlp-endpoint", required_argument, NULL, ARG_ENDPOINT },
+                { "otlp-protocol", required_argument, NULL, ARG_PROTOCOL },
                 { "private-bus", no_argument, NULL, ARG_PRIVATE_BUS },
                 { "user", required_argument, NULL, ARG_USER },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
@@ -517,11 +548,14 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                         a->cache_dir = optarg;
                         break;
                 case ARG_ENDPOINT:
-                        if (!startswith(optarg, "http://") && !startswith(optarg, "https://") &&
-                            !startswith(optarg, "grpc://") && !startswith(optarg, "grpcs://"))
-                                return ep_usage_error("run", "invalid --otlp-endpoint '%s' (http://HOST:PORT/... or https://...)",
-                                                      optarg);
+                        /* Checked after the loop: gRPC also takes HOST:PORT. */
                         a->endpoint = optarg;
+                        break;
+                case ARG_PROTOCOL:
+                        if (!streq(optarg, "http/protobuf") && !streq(optarg, "grpc"))
+                                return ep_usage_error("run", "invalid --otlp-protocol '%s' (http/protobuf or grpc%s)",
+                                                      optarg, streq(optarg, "http/json") ? "; http/json is not supported" : "");
+                        a->protocol = optarg;
                         break;
                 case ARG_PRIVATE_BUS:
                         a->private_bus = true;
@@ -550,12 +584,17 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 }
         if (optind < argc)
                 return ep_usage_error("run", "unexpected argument '%s'", argv[optind]);
+        /* The exporter checks the rest; catch the obvious here so it does not fail to start. */
+        if (a->endpoint && !startswith(a->endpoint, "http://") && !startswith(a->endpoint, "https://") &&
+            !(a->protocol && streq(a->protocol, "grpc") && !strstr(a->endpoint, "://")))
+                return ep_usage_error("run", "invalid --otlp-endpoint '%s' (http://HOST:PORT/... or https://...; "
+                                      "HOST:PORT with --otlp-protocol grpc)", a->endpoint);
         return -1; /* go on */
 }
 
 /* argv of one daemon, with the options that concern it. */
 static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const char *store,
-                          const char *cache_dir) {
+                          const char *cache_dir, const char *spool_dir) {
         const char *v[12 + 2 * ELEMENTSOF(a->debug_dirs)];
         size_t n = 0;
 
@@ -596,6 +635,12 @@ static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const 
                         v[n++] = "--endpoint";
                         v[n++] = a->endpoint;
                 }
+                if (a->protocol) {
+                        v[n++] = "--protocol";
+                        v[n++] = a->protocol;
+                }
+                v[n++] = "--spool-dir";
+                v[n++] = spool_dir;
                 break;
         }
         if (a->log_level) {
@@ -619,6 +664,7 @@ typedef struct Prepared {
         char *policy;
         char *store;
         char *cache_dir;
+        char *spool_dir; /* the exporter's, next to the store */
         struct passwd pw;
         char *pw_name, *pw_dir;
         gid_t *groups;
@@ -632,6 +678,7 @@ static void prepared_done(Prepared *p) {
         free(p->policy);
         free(p->store);
         free(p->cache_dir);
+        free(p->spool_dir);
         free(p->pw_name);
         free(p->pw_dir);
         free(p->groups);
@@ -702,6 +749,9 @@ static int prepare(const RunArgs *a, Prepared *p) {
         if (r < 0)
                 return r;
         r = prepare_store(p->store, &p->pw);
+        if (r < 0)
+                return r;
+        r = prepare_spool(p->store, &p->pw, &p->spool_dir);
         if (r < 0)
                 return r;
         /* The symbolizer's cache; not fatal if it cannot be made. */
@@ -779,7 +829,7 @@ static int run_supervised(Run *run, const Prepared *p, const char *bus_address) 
 
         for (unsigned i = 0; i < _DAEMON_MAX; i++) {
                 const struct passwd *pw = daemons[i].unprivileged ? &p->pw : NULL;
-                char **argv = daemon_argv(i, p->paths[i], run->args, p->store, p->cache_dir);
+                char **argv = daemon_argv(i, p->paths[i], run->args, p->store, p->cache_dir, p->spool_dir);
                 char **env = make_env(bus_address, pw);
                 EpChildSpec spec = {
                         .name = daemons[i].name,

@@ -3,14 +3,13 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <time.h>
 
 #include "bus.h"
 #include "config.h"
 #include "exporter.h"
-#include "gzip.h"
 #include "log.h"
 #include "otlp-encode.h"
-#include "otlp-pb.h"
 
 #define DRAIN_BATCH 4096 /* records per loop iteration before yielding */
 #define RETRY_MIN_USEC (1 * USEC_PER_SEC)
@@ -23,162 +22,160 @@ bool exporter_collector_attached(const Exporter *e) {
         return e->ring != NULL;
 }
 
+const char *exporter_last_error(const Exporter *e, uint64_t *ret_ns) {
+        DeliveryStats st = delivery_stats(e->delivery);
+
+        if (st.last_error && st.last_error_ns >= e->last_error_ns) {
+                *ret_ns = st.last_error_ns;
+                return st.last_error;
+        }
+        *ret_ns = e->last_error_ns;
+        return e->last_error;
+}
+
+/* The exporter's own errors (ring, encoding): LastError with its time. */
+_printf_(2, 3) static void set_error(Exporter *e, const char *format, ...) {
+        struct timespec ts;
+        va_list ap;
+
+        va_start(ap, format);
+        (void) ep_daemon_set_last_errorv(NULL, &e->last_error, format, ap);
+        va_end(ap);
+        (void) clock_gettime(CLOCK_REALTIME, &ts);
+        e->last_error_ns = (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
+        ep_daemon_properties_changed(&e->daemon, "LastError", "LastErrorNs", NULL);
+}
+
+/* ---- Flush() ---- */
+
 static void reply_flush_waiters(Exporter *e) {
-        if (e->sender && http_sender_in_flight(e->sender) > 0)
+        _cleanup_free_ char *msg = NULL;
+        uint64_t ns;
+        size_t pending;
+
+        if (e->n_flush_waiters == 0)
                 return;
+        pending = e->delivery ? delivery_pending(e->delivery) : 0;
+        /* Wait while a request is out or more are queued behind a working backend. */
+        if (pending > 0 && (delivery_in_flight(e->delivery) || !delivery_backing_off(e->delivery)))
+                return;
+        if (pending > 0 && asprintf(&msg, "%zu requests remain spooled: %s", pending,
+                                    exporter_last_error(e, &ns) ?: "the OTLP endpoint fails") < 0)
+                msg = NULL;
         for (size_t i = 0; i < e->n_flush_waiters; i++) {
-                (void) sd_bus_reply_method_return(e->flush_waiters[i], NULL);
+                if (pending > 0)
+                        (void) sd_bus_reply_method_errorf(e->flush_waiters[i], SD_BUS_ERROR_IO_ERROR, "%s",
+                                                          msg ?: "requests remain spooled");
+                else
+                        (void) sd_bus_reply_method_return(e->flush_waiters[i], NULL);
                 sd_bus_message_unref(e->flush_waiters[i]);
         }
         e->n_flush_waiters = 0;
 }
 
-/* ---- sending ---- */
+/* ---- delivery ---- */
 
-/* Reads the error_message of a google.rpc.Status body (field 2, a string) without the proto
- * file: OTLP servers put the reason for a 4xx/5xx there. */
-static void rpc_status_message(const uint8_t *p, size_t n, char *ret, size_t ret_size) {
-        size_t i = 0;
+#define STAT_CHANGED(field, name)                               \
+        do {                                                    \
+                if (now.field != e->published.field)            \
+                        names[n++] = (name);                    \
+        } while (0)
 
-        ret[0] = 0;
-        while (i < n) {
-                uint64_t tag = 0, len = 0;
-                unsigned shift = 0;
+/* Announces the delivery counters that changed since the last call. */
+static void publish_delivery(Exporter *e) {
+        DeliveryStats now = delivery_stats(e->delivery);
+        const char *names[16];
+        size_t n = 0;
 
-                for (; i < n && shift < 64; shift += 7) {
-                        tag |= (uint64_t) (p[i] & 0x7f) << shift;
-                        if (!(p[i++] & 0x80))
-                                break;
-                }
-                switch (tag & 7) {
-                case 0: /* varint */
-                        while (i < n && (p[i++] & 0x80))
-                                ;
-                        continue;
-                case 2: /* length-delimited */
-                        for (shift = 0; i < n && shift < 64; shift += 7) {
-                                len |= (uint64_t) (p[i] & 0x7f) << shift;
-                                if (!(p[i++] & 0x80))
-                                        break;
-                        }
-                        if (len > n - i)
-                                return;
-                        if ((tag >> 3) == 2) {
-                                size_t k = MIN((size_t) len, ret_size - 1);
-                                for (size_t j = 0; j < k; j++)
-                                        ret[j] = p[i + j] >= 0x20 && p[i + j] < 0x7f ? (char) p[i + j] : '?';
-                                ret[k] = 0;
-                                return;
-                        }
-                        i += len;
-                        continue;
-                default:
-                        return;
-                }
+        STAT_CHANGED(requests_sent, "RequestsSent");
+        STAT_CHANGED(requests_failed, "RequestsFailed");
+        STAT_CHANGED(requests_retried, "RequestsRetried");
+        STAT_CHANGED(bytes_sent, "BytesSent");
+        STAT_CHANGED(partial_rejected, "PartialSuccessRejected");
+        STAT_CHANGED(spool_bytes, "SpoolBytes");
+        STAT_CHANGED(spool_files, "SpoolFiles");
+        STAT_CHANGED(spool_dropped, "SpoolDropped");
+        STAT_CHANGED(backoff_until_ns, "BackoffUntilNs");
+        if (now.last_error_ns != e->published.last_error_ns) {
+                names[n++] = "LastError";
+                names[n++] = "LastErrorNs";
         }
+        names[n] = NULL;
+        e->published = now;
+        e->published.last_error = NULL; /* not owned; only the time is compared */
+        if (n > 0 && e->daemon.bus && e->daemon.object_path)
+                (void) sd_bus_emit_properties_changed_strv(e->daemon.bus, e->daemon.object_path,
+                                                           e->daemon.interface, (char **) names);
+        ep_daemon_status(&e->daemon, "Exporting to %s: %" PRIu64 " requests sent, %" PRIu64 " failed, %" PRIu32
+                         " spooled%s", e->endpoint, now.requests_sent, now.requests_failed + e->encode_failures,
+                         now.spool_files, now.backoff_until_ns ? " (backing off)" : "");
 }
 
-/* Counts a request that did not get through and says why; the first failure of a streak is a
- * warning, the rest are logged at debug level (they are in RequestsFailed and LastError). */
-_printf_(2, 3) static void request_failed(Exporter *e, const char *format, ...) {
-        va_list ap;
-
-        /* Announced below together with RequestsFailed. */
-        va_start(ap, format);
-        (void) ep_daemon_set_last_errorv(NULL, &e->last_error, format, ap);
-        va_end(ap);
-        e->requests_failed++;
-        log_full(e->failing ? LOG_DEBUG : LOG_WARNING, "OTLP export failed, interval dropped: %s",
-                 e->last_error ?: "out of memory");
-        e->failing = true;
-        ep_daemon_properties_changed(&e->daemon, "RequestsFailed", "LastError", NULL);
-}
-
-static void on_sent(HttpSender *s, const HttpResult *res, void *userdata) {
+static void on_delivery_changed(Delivery *d, void *userdata) {
         Exporter *e = userdata;
-        char detail[256] = "";
 
-        if (res->error == 0 && res->status >= 200 && res->status < 300) {
-                PbResponse *resp;
-
-                e->requests_sent++;
-                e->bytes_sent += res->request_size;
-                if (e->failing)
-                        log_info("OTLP export to %s works again (HTTP %ld)", e->endpoint, res->status);
-                e->failing = false;
-                /* A partial success must not be retried; report it. */
-                resp = res->body_size ? pb_response_unpack(NULL, res->body_size, res->body) : NULL;
-                if (resp && resp->partial_success &&
-                    (resp->partial_success->rejected_profiles > 0 ||
-                     (resp->partial_success->error_message && *resp->partial_success->error_message))) {
-                        log_warning("%s accepted the export partially: %" PRIi64 " profiles rejected: %s",
-                                    e->endpoint, resp->partial_success->rejected_profiles,
-                                    resp->partial_success->error_message ?: "");
-                        (void) ep_daemon_set_last_error(&e->daemon, &e->last_error,
-                                                        "partial success: %" PRIi64 " profiles rejected: %s",
-                                                        resp->partial_success->rejected_profiles,
-                                                        resp->partial_success->error_message ?: "");
-                }
-                if (resp)
-                        pb_response_free_unpacked(resp, NULL);
-                ep_daemon_properties_changed(&e->daemon, "RequestsSent", "BytesSent", NULL);
-        } else if (res->error < 0)
-                request_failed(e, "POST %s failed: %s", e->endpoint, res->message ?: "error");
-        else {
-                rpc_status_message(res->body, res->body_size, detail, sizeof detail);
-                request_failed(e, "POST %s: HTTP %ld%s%s", e->endpoint, res->status, detail[0] ? ": " : "", detail);
-        }
-        ep_daemon_status(&e->daemon, "Exporting to %s: %" PRIu64 " requests sent, %" PRIu64 " failed",
-                         e->endpoint, e->requests_sent, e->requests_failed);
+        publish_delivery(e);
         reply_flush_waiters(e);
 }
 
-/* The seam for retries and the spool: for now one attempt. Takes ownership of body. */
-static void exporter_send(Exporter *e, void *body, size_t size) {
-        int r;
+static void on_sent(OtlpTransport *t, const OtlpResult *res, void *userdata) {
+        Exporter *e = userdata;
 
-        r = http_sender_post(e->sender, body, size, "application/x-protobuf", "gzip", on_sent, e);
-        if (r < 0)
-                request_failed(e, "Cannot send to %s: %s", e->endpoint,
-                               r == -EBUSY ? "too many requests in flight" : strerror(-r));
+        delivery_complete(e->delivery, res);
+}
+
+static int delivery_send(Delivery *d, const void *body, size_t size, void *userdata) {
+        Exporter *e = userdata;
+
+        return otlp_transport_send(e->transport, body, size, on_sent, e);
+}
+
+/* An interval that cannot become a request: nothing to retry, counted in RequestsFailed. */
+_printf_(2, 3) static void interval_lost(Exporter *e, const char *format, ...) {
+        char buf[512];
+        va_list ap;
+
+        va_start(ap, format);
+        (void) vsnprintf(buf, sizeof buf, format, ap);
+        va_end(ap);
+        set_error(e, "%s", buf);
+        e->encode_failures++;
+        log_warning("OTLP export: interval dropped: %s", buf);
+        ep_daemon_properties_changed(&e->daemon, "RequestsFailed", NULL);
+}
+
+static int enqueue_part(const void *data, size_t size, void *userdata) {
+        Exporter *e = userdata;
+
+        /* A request the spool refuses is counted (SpoolDropped) and logged there; the other
+         * parts of the interval still go. */
+        (void) delivery_enqueue(e->delivery, data, size);
+        return 0;
 }
 
 static void handle_interval(Exporter *e, ExpInterval *iv) {
-        const OtlpEncodeOptions opts = { .host_name = e->host_name };
-        _cleanup_free_ void *data = NULL;
-        void *gz = NULL;
+        const OtlpEncodeOptions opts = {
+                .host_name = e->host_name,
+                .resource_attributes = e->resource_attributes,
+        };
         OtlpEncodeStats st;
-        size_t size = 0, gz_size = 0;
         uint64_t id = iv->id;
         int r;
 
         e->intervals++;
         ep_daemon_properties_changed(&e->daemon, "Intervals", NULL);
-        r = otlp_encode_interval(iv, &opts, &data, &size, &st);
+        r = otlp_encode_interval_split(iv, &opts, EXPORTER_SPLIT_SIZE, enqueue_part, e, &st);
         exp_interval_free(iv);
         if (r < 0) {
-                request_failed(e, "encoding interval %" PRIu64 " failed: %s", id, strerror(-r));
+                interval_lost(e, "encoding interval %" PRIu64 " failed: %s", id, strerror(-r));
                 return;
         }
-        if (size == 0) {
+        if (st.requests == 0) {
                 log_debug("Interval %" PRIu64 " has no samples; nothing to send", id);
                 return;
         }
-        if (size > EXPORTER_MAX_REQUEST) {
-                request_failed(e, "interval %" PRIu64 " encodes to %zu bytes, over the %u byte limit",
-                               id, size, EXPORTER_MAX_REQUEST);
-                return;
-        }
-        r = exp_gzip(data, size, &gz, &gz_size);
-        if (r < 0) {
-                request_failed(e, "compressing interval %" PRIu64 " failed: %s", id, strerror(-r));
-                return;
-        }
-        log_debug("Interval %" PRIu64 ": %zu processes, %zu samples (%" PRIu64 " events), %zu stacks, "
-                  "%zu locations, %zu functions, %zu mappings, %zu strings; %zu bytes, %zu gzipped",
-                  id, st.resources, st.samples, st.events, st.stacks, st.locations, st.functions,
-                  st.mappings, st.strings, size, gz_size);
-        exporter_send(e, gz, gz_size);
+        log_debug("Interval %" PRIu64 ": %zu processes, %zu samples (%" PRIu64 " events); %zu requests, %zu bytes",
+                  id, st.resources, st.samples, st.events, st.requests, st.bytes);
 }
 
 /* ---- the export ring ---- */
@@ -228,8 +225,7 @@ static void exporter_drain(Exporter *e, bool all) {
 
                 r = ep_ring_peek(e->ring, &h, &p);
                 if (r < 0) {
-                        (void) ep_daemon_set_last_error(&e->daemon, &e->last_error,
-                                                        "The export ring is corrupt; re-opening it");
+                        set_error(e, "The export ring is corrupt; re-opening it");
                         log_error("%s", e->last_error);
                         detach_ring(e);
                         schedule_retry(e);
@@ -242,8 +238,7 @@ static void exporter_drain(Exporter *e, bool all) {
                 got = true;
                 if (r < 0) {
                         e->decode_errors++;
-                        (void) ep_daemon_set_last_error(&e->daemon, &e->last_error, "Dropped an export-ring group: %s",
-                                                        e->intake->last_error);
+                        set_error(e, "Dropped an export-ring group: %s", e->intake->last_error);
                         ep_daemon_properties_changed(&e->daemon, "DecodeErrors", NULL);
                 } else if (r > 0)
                         handle_interval(e, iv);
@@ -272,8 +267,7 @@ static int on_open_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_er
         e->open_call = sd_bus_slot_unref(e->open_call);
         if (sd_bus_message_is_method_error(m, NULL)) {
                 const sd_bus_error *err = sd_bus_message_get_error(m);
-                (void) ep_daemon_set_last_error(&e->daemon, &e->last_error, "Collector1.OpenExportRing() failed: %s",
-                                                err && err->message ? err->message : "error");
+                set_error(e, "Collector1.OpenExportRing() failed: %s", err && err->message ? err->message : "error");
                 log_full(e->retry_usec ? LOG_DEBUG : LOG_WARNING, "%s; retrying", e->last_error);
                 schedule_retry(e);
                 return 0;
@@ -285,8 +279,7 @@ static int on_open_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_er
                 r = sd_event_add_io(e->daemon.event, &e->ring_source, ep_ring_eventfd(e->ring), EPOLLIN,
                                     on_ring_event, e);
         if (r < 0) {
-                (void) ep_daemon_set_last_error(&e->daemon, &e->last_error, "Cannot attach to the export ring: %s",
-                                                strerror(-r));
+                set_error(e, "Cannot attach to the export ring: %s", strerror(-r));
                 log_warning("%s; retrying", e->last_error);
                 detach_ring(e);
                 schedule_retry(e);
@@ -336,26 +329,53 @@ int exporter_flush(Exporter *e, sd_bus_message *m) {
         int r;
 
         exporter_drain(e, true);
-        if (!e->sender || http_sender_in_flight(e->sender) == 0)
+        if (!e->delivery || (delivery_pending(e->delivery) == 0 && !delivery_in_flight(e->delivery)))
                 return sd_bus_reply_method_return(m, NULL);
         r = exp_grow((void **) &e->flush_waiters, &e->cap_flush_waiters, e->n_flush_waiters + 1,
                      sizeof *e->flush_waiters);
         if (r < 0)
                 return r;
         e->flush_waiters[e->n_flush_waiters++] = sd_bus_message_ref(m);
-        return 1; /* answered by reply_flush_waiters() */
+        /* Do not wait out a back-off: the caller wants to know now whether the backend takes
+         * the data. The answer comes through on_delivery_changed(). */
+        delivery_kick(e->delivery);
+        return 1;
 }
 
-int exporter_start(Exporter *e) {
-        const HttpSenderOptions opts = {
-                .url = e->endpoint,
-                .user_agent = "ebpf-profiler-exporter/" EP_VERSION,
-                .timeout_ms = EXPORTER_TIMEOUT_MS,
-                .max_in_flight = EXPORTER_MAX_IN_FLIGHT,
+/* The spool directory, or memory when it cannot be used (a test, a read-only system): export
+ * works, only a restart loses what is queued. */
+static int start_delivery(Exporter *e) {
+        static const DeliveryOps ops = {
+                .send = delivery_send,
+                .changed = on_delivery_changed,
+        };
+        DeliveryOptions opts = {
+                .spool_dir = e->spool_dir ?: DELIVERY_SPOOL_DIR_DEFAULT,
+                .spool_max_bytes = e->spool_max_bytes,
+                .endpoint = e->endpoint,
         };
         int r;
 
-        if (!e->endpoint) {
+        r = delivery_new(e->daemon.event, &opts, &ops, e, &e->delivery);
+        if (r == -ENOMEM)
+                return log_error_errno(r, "Cannot set up delivery: %m");
+        if (r < 0) {
+                log_warning_errno(r, "Cannot use the spool directory %s: %m; unsent requests are kept in memory "
+                                  "only and lost on restart", opts.spool_dir);
+                opts.spool_dir = NULL;
+                r = delivery_new(e->daemon.event, &opts, &ops, e, &e->delivery);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot set up delivery: %m");
+        }
+        /* What an earlier run left goes first, before anything new from the ring. */
+        delivery_kick(e->delivery);
+        return 0;
+}
+
+int exporter_start(Exporter *e) {
+        int r;
+
+        if (!e->endpoint || !e->config) {
                 log_info("No OTLP endpoint configured (--endpoint, OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT or "
                          "OTEL_EXPORTER_OTLP_ENDPOINT); idle, profiles stay in the local store only");
                 ep_daemon_status(&e->daemon, "Idle: no OTLP endpoint configured");
@@ -364,9 +384,12 @@ int exporter_start(Exporter *e) {
         r = exp_intake_new(&e->intake);
         if (r < 0)
                 return log_error_errno(r, "Cannot allocate the ring decoder: %m");
-        r = http_sender_new(e->daemon.event, &opts, &e->sender);
+        r = otlp_transport_new(e->daemon.event, e->config, EXPORTER_MAX_IN_FLIGHT, &e->transport);
         if (r < 0)
-                return log_error_errno(r, "Cannot set up the HTTP client: %m");
+                return log_error_errno(r, "Cannot set up the OTLP transport: %m");
+        r = start_delivery(e);
+        if (r < 0)
+                return r;
         r = sd_event_add_defer(e->daemon.event, &e->drain_source, on_drain_defer, e);
         if (r < 0)
                 return log_error_errno(r, "Cannot allocate an event source: %m");
@@ -374,8 +397,11 @@ int exporter_start(Exporter *e) {
         r = ep_peer_watch(&e->daemon, EP_BUS_COLLECTOR, on_collector, e, &e->collector);
         if (r < 0)
                 return r;
-        log_info("Exporting profiles to %s (OTLP/HTTP, protobuf, gzip)", e->endpoint);
-        ep_daemon_status(&e->daemon, "Exporting to %s", e->endpoint);
+        log_info("Exporting profiles to %s (OTLP %s, %s); spool %s", e->endpoint,
+                 otlp_protocol_name(e->config->protocol),
+                 e->config->compression == OTLP_COMPRESSION_GZIP ? "gzip" : "uncompressed",
+                 e->spool_dir ?: DELIVERY_SPOOL_DIR_DEFAULT);
+        publish_delivery(e);
         return 0;
 }
 
@@ -390,8 +416,11 @@ void exporter_done(Exporter *e) {
         e->drain_source = sd_event_source_disable_unref(e->drain_source);
         e->ring = ep_ring_free(e->ring);
         e->intake = exp_intake_free(e->intake);
-        e->sender = http_sender_free(e->sender);
+        /* The transport first: the request in flight points into delivery's memory. */
+        e->transport = otlp_transport_free(e->transport);
+        e->delivery = delivery_free(e->delivery);
         free(e->endpoint);
         free(e->host_name);
+        free(e->spool_dir);
         free(e->last_error);
 }

@@ -11,113 +11,143 @@
 #include "config.h"
 #include "exporter.h"
 #include "log.h"
-
-#define OTLP_PROFILES_PATH "/v1development/profiles"
-#define ENDPOINT_MAX 2048
+#include "otlp-config.h"
 
 static int arg_log_level = -1;
+static OtlpConfig arg_config;
+static char **arg_resource_attributes;
+static const char *arg_spool_dir;
+static uint64_t arg_spool_max_size;
 
 static void help(void) {
         printf("Usage: ebpf-profiler-exporter [OPTIONS]\n"
                "\n"
-               "Sends the collector's finished intervals to an OpenTelemetry (OTLP/HTTP) profiles\n"
-               "endpoint (D-Bus name " EP_BUS_EXPORTER "). Without an endpoint it stays idle.\n"
+               "Sends the collector's finished intervals to an OpenTelemetry (OTLP) profiles endpoint\n"
+               "(D-Bus name " EP_BUS_EXPORTER "). Without an endpoint it stays idle. Options override\n"
+               "$OTEL_EXPORTER_OTLP_PROFILES_*, then $OTEL_EXPORTER_OTLP_*, then the config file.\n"
                "\n"
-               "  --endpoint URL       full URL to POST to, e.g.\n"
+               "  --endpoint URL       http/protobuf: the full URL to POST to, e.g.\n"
                "                       http://collector:4318" OTLP_PROFILES_PATH "\n"
-               "                       (default: $OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT, else\n"
-               "                       $OTEL_EXPORTER_OTLP_ENDPOINT + \"" OTLP_PROFILES_PATH "\")\n"
+               "                       grpc: the server, e.g. http://collector:4317\n"
+               "  --protocol PROTO     http/protobuf (default) or grpc\n"
+               "  --compression ALG    gzip (default) or none\n"
+               "  --timeout DURATION   per request, e.g. 10s (default), 500ms\n"
+               "  --header 'NAME: VALUE'\n"
+               "                       an extra request header (repeatable)\n"
+               "  --ca-file FILE       CA bundle to verify the server with (TLS)\n"
+               "  --client-cert FILE   TLS client certificate (PEM), with --client-key FILE\n"
+               "  --insecure           grpc: cleartext for an endpoint without http(s)://\n"
+               "  --config FILE        the config file (default " OTLP_CONFIG_FILE_DEFAULT ")\n"
+               "  --spool-dir DIR      unsent requests (default " DELIVERY_SPOOL_DIR_DEFAULT ")\n"
+               "  --spool-max-size SIZE  bound of the spool, oldest dropped first (default 256M)\n"
                "  --log-level LEVEL    err, warning, notice, info (default) or debug\n"
                "  --help               show this help\n"
                "  --version            show the version\n");
 }
 
-/* http:// or https://, a host, printable ASCII without spaces. */
-static int check_endpoint(const char *url, const char *origin) {
-        const char *rest;
+static int push_header(const char ***headers, size_t *n, const char *h) {
+        const char **p = realloc(*headers, (*n + 2) * sizeof *p);
 
-        if (startswith(url, "http://"))
-                rest = url + strlen("http://");
-        else if (startswith(url, "https://"))
-                rest = url + strlen("https://");
-        else {
-                fprintf(stderr, "ebpf-profiler-exporter: invalid endpoint '%s' (from %s): expected an "
-                                "http:// or https:// URL.\n", url, origin);
-                return -EINVAL;
-        }
-        if (!*rest || *rest == '/') {
-                fprintf(stderr, "ebpf-profiler-exporter: invalid endpoint '%s' (from %s): no host.\n", url, origin);
-                return -EINVAL;
-        }
-        if (strlen(url) > ENDPOINT_MAX) {
-                fprintf(stderr, "ebpf-profiler-exporter: endpoint from %s is longer than %d characters.\n",
-                        origin, ENDPOINT_MAX);
-                return -EINVAL;
-        }
-        for (const char *p = url; *p; p++)
-                if (*p <= ' ' || *p >= 0x7f) {
-                        fprintf(stderr, "ebpf-profiler-exporter: invalid endpoint '%s' (from %s): spaces or "
-                                        "non-ASCII characters must be percent-encoded.\n", url, origin);
-                        return -EINVAL;
-                }
-        return 0;
-}
-
-/* The URL to POST to, or NULL (idle). */
-static int resolve_endpoint(const char *arg, char **ret) {
-        const char *v, *origin;
-        char *url = NULL;
-        int r;
-
-        if (arg) {
-                origin = "--endpoint";
-                url = *arg ? strdup(arg) : NULL;
-                if (*arg && !url)
-                        return -ENOMEM;
-        } else if ((v = getenv("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT")) && *v) {
-                origin = "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT";
-                url = strdup(v);
-                if (!url)
-                        return -ENOMEM;
-        } else if ((v = getenv("OTEL_EXPORTER_OTLP_ENDPOINT")) && *v) {
-                size_t n = strlen(v);
-                origin = "OTEL_EXPORTER_OTLP_ENDPOINT";
-                while (n > 0 && v[n - 1] == '/')
-                        n--;
-                if (asprintf(&url, "%.*s%s", (int) MIN(n, (size_t) INT_MAX), v, OTLP_PROFILES_PATH) < 0)
-                        return -ENOMEM;
-        } else
-                origin = NULL;
-
-        if (url) {
-                r = check_endpoint(url, origin);
-                if (r < 0) {
-                        free(url);
-                        return r;
-                }
-        }
-        *ret = url;
+        if (!p)
+                return -ENOMEM;
+        p[(*n)++] = h;
+        p[*n] = NULL;
+        *headers = p;
         return 0;
 }
 
 /* Returns 1 to run, 0 to exit successfully, -EINVAL after a usage message. */
-static int parse_args(int argc, char **argv, Exporter *e) {
-        enum { ARG_ENDPOINT = 0x100, ARG_LOG_LEVEL, ARG_VERSION };
+static int parse_args(int argc, char **argv) {
+        enum {
+                ARG_ENDPOINT = 0x100,
+                ARG_PROTOCOL,
+                ARG_COMPRESSION,
+                ARG_TIMEOUT,
+                ARG_HEADER,
+                ARG_CA_FILE,
+                ARG_CLIENT_CERT,
+                ARG_CLIENT_KEY,
+                ARG_INSECURE,
+                ARG_CONFIG,
+                ARG_SPOOL_DIR,
+                ARG_SPOOL_MAX_SIZE,
+                ARG_LOG_LEVEL,
+                ARG_VERSION,
+        };
         static const struct option options[] = {
                 { "endpoint", required_argument, NULL, ARG_ENDPOINT },
+                { "protocol", required_argument, NULL, ARG_PROTOCOL },
+                { "compression", required_argument, NULL, ARG_COMPRESSION },
+                { "timeout", required_argument, NULL, ARG_TIMEOUT },
+                { "header", required_argument, NULL, ARG_HEADER },
+                { "ca-file", required_argument, NULL, ARG_CA_FILE },
+                { "client-cert", required_argument, NULL, ARG_CLIENT_CERT },
+                { "client-key", required_argument, NULL, ARG_CLIENT_KEY },
+                { "insecure", no_argument, NULL, ARG_INSECURE },
+                { "config", required_argument, NULL, ARG_CONFIG },
+                { "spool-dir", required_argument, NULL, ARG_SPOOL_DIR },
+                { "spool-max-size", required_argument, NULL, ARG_SPOOL_MAX_SIZE },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
                 {},
         };
-        const char *endpoint = NULL;
+        _cleanup_free_ const char **headers = NULL;
+        _cleanup_free_ char *error = NULL;
+        OtlpOptions o = {};
+        size_t n_headers = 0;
         int c, level, r;
 
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
                 switch (c) {
                 case ARG_ENDPOINT:
-                        endpoint = optarg;
+                        o.endpoint = optarg;
+                        break;
+                case ARG_PROTOCOL:
+                        o.protocol = optarg;
+                        break;
+                case ARG_COMPRESSION:
+                        o.compression = optarg;
+                        break;
+                case ARG_TIMEOUT:
+                        o.timeout = optarg;
+                        break;
+                case ARG_HEADER:
+                        if (push_header(&headers, &n_headers, optarg) < 0) {
+                                fprintf(stderr, "ebpf-profiler-exporter: out of memory\n");
+                                return -ENOMEM;
+                        }
+                        o.headers = headers;
+                        break;
+                case ARG_CA_FILE:
+                        o.ca_file = optarg;
+                        break;
+                case ARG_CLIENT_CERT:
+                        o.client_cert = optarg;
+                        break;
+                case ARG_CLIENT_KEY:
+                        o.client_key = optarg;
+                        break;
+                case ARG_INSECURE:
+                        o.insecure = true;
+                        break;
+                case ARG_CONFIG:
+                        o.config_file = optarg;
+                        break;
+                case ARG_SPOOL_DIR:
+                        if (!*optarg) {
+                                fprintf(stderr, "ebpf-profiler-exporter: --spool-dir needs a directory.\n");
+                                return -EINVAL;
+                        }
+                        arg_spool_dir = optarg;
+                        break;
+                case ARG_SPOOL_MAX_SIZE:
+                        if (ep_parse_size(optarg, &arg_spool_max_size) < 0 || arg_spool_max_size < (1u << 20)) {
+                                fprintf(stderr, "ebpf-profiler-exporter: invalid --spool-max-size '%s': expected a "
+                                                "size of at least 1M, e.g. 256M or 2G.\n", optarg);
+                                return -EINVAL;
+                        }
                         break;
                 case ARG_LOG_LEVEL:
                         level = log_parse_level(optarg);
@@ -140,12 +170,21 @@ static int parse_args(int argc, char **argv, Exporter *e) {
         r = ep_daemon_no_arguments("ebpf-profiler-exporter", argc, argv);
         if (r < 0)
                 return r;
-        r = resolve_endpoint(endpoint, &e->endpoint);
+        r = otlp_config_load(&o, &arg_config, &arg_resource_attributes, &error);
         if (r == -ENOMEM) {
                 fprintf(stderr, "ebpf-profiler-exporter: out of memory\n");
                 return -ENOMEM;
         }
-        return r < 0 ? r : 1;
+        if (r < 0) {
+                fprintf(stderr, "ebpf-profiler-exporter: %s.\n", error ?: "invalid configuration");
+                return r;
+        }
+        return 1;
+}
+
+static void config_free(void) {
+        otlp_config_done(&arg_config);
+        arg_resource_attributes = (otlp_strv_free(arg_resource_attributes), NULL);
 }
 
 int main(int argc, char **argv) {
@@ -153,14 +192,25 @@ int main(int argc, char **argv) {
         char host[HOST_NAME_MAX + 1] = "";
         int r;
 
-        r = parse_args(argc, argv, &e);
+        r = parse_args(argc, argv);
         if (r <= 0) {
-                free(e.endpoint);
+                config_free();
                 return r == 0 ? EXIT_SUCCESS : r == -EINVAL ? 2 : EXIT_FAILURE;
+        }
+        e.config = &arg_config;
+        e.resource_attributes = arg_resource_attributes;
+        e.spool_max_bytes = arg_spool_max_size;
+        if ((arg_config.endpoint && !(e.endpoint = strdup(arg_config.endpoint))) ||
+            (arg_spool_dir && !(e.spool_dir = strdup(arg_spool_dir)))) {
+                free(e.endpoint);
+                config_free();
+                return EXIT_FAILURE;
         }
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
                 fprintf(stderr, "ebpf-profiler-exporter: cannot initialize libcurl\n");
                 free(e.endpoint);
+                free(e.spool_dir);
+                config_free();
                 return EXIT_FAILURE;
         }
 
@@ -182,5 +232,6 @@ int main(int argc, char **argv) {
         exporter_done(&e);
         ep_daemon_done(&e.daemon);
         curl_global_cleanup();
+        config_free();
         return r < 0 ? EXIT_FAILURE : r;
 }

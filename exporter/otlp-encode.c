@@ -458,15 +458,33 @@ static PbKeyValue *kv_new(Encoder *e, const char *key, const char *sval, int64_t
         return kv;
 }
 
-static PbResource *build_resource(Encoder *e, const Slot *slot, const char *host_name) {
+static bool strv_pairs_have(char *const *pairs, size_t n, const char *key) {
+        for (size_t i = 0; i < n; i += 2)
+                if (streq(pairs[i], key))
+                        return true;
+        return false;
+}
+
+static bool resource_has(const PbResource *res, const char *key) {
+        for (size_t i = 0; i < res->n_attributes; i++)
+                if (streq(res->attributes[i]->key, key))
+                        return true;
+        return false;
+}
+
+static PbResource *build_resource(Encoder *e, const Slot *slot, const char *host_name,
+                                  char *const *user_attributes) {
         const ExpProcess *p = slot->process;
         PbResource *res = EXP_NEW_MSG(&e->arena, PbResource, pb_resource_init);
         const char *exe = p && p->exe_path && *p->exe_path ? p->exe_path : NULL;
         const char *name = NULL;
+        size_t n_user = 0;
 
         if (!res)
                 return NULL;
-        res->attributes = exp_arena_alloc_array(&e->arena, 5, sizeof(PbKeyValue *));
+        while (user_attributes && user_attributes[n_user] && user_attributes[n_user + 1])
+                n_user += 2;
+        res->attributes = exp_arena_alloc_array(&e->arena, 5 + n_user / 2, sizeof(PbKeyValue *));
         if (!res->attributes)
                 return NULL;
         if (exe)
@@ -488,8 +506,12 @@ static PbResource *build_resource(Encoder *e, const Slot *slot, const char *host
                 ADD("process.executable.path", exe, 0);
         if (p && p->container_id && *p->container_id)
                 ADD("container.id", p->container_id, 0);
-        if (host_name && *host_name)
+        /* The user's host.name (a node name, say) wins over gethostname(). */
+        if (host_name && *host_name && !strv_pairs_have(user_attributes, n_user, "host.name"))
                 ADD("host.name", host_name, 0);
+        for (size_t i = 0; i < n_user; i += 2)
+                if (!resource_has(res, user_attributes[i]))
+                        ADD(user_attributes[i], user_attributes[i + 1], 0);
 #undef ADD
         return res;
 }
@@ -511,7 +533,7 @@ static PbResourceProfiles *build_resource_profiles(Encoder *e, Slot *slot, const
 
         if (!rp || !sp || !scope || !prof)
                 return NULL;
-        rp->resource = build_resource(e, slot, o->host_name);
+        rp->resource = build_resource(e, slot, o->host_name, o->resource_attributes);
         if (!rp->resource)
                 return NULL;
         scope->name = (char *) (o->scope_name ?: DEFAULT_SCOPE_NAME);
@@ -741,6 +763,109 @@ int otlp_encode_interval(const ExpInterval *iv, const OtlpEncodeOptions *opts, v
 
         r = encode(&e, iv, opts ?: &defaults, ret_data, ret_size, &st);
         encoder_done(&e);
+        if (r >= 0 && ret_stats)
+                *ret_stats = st;
+        return r;
+}
+
+/* ---- splitting ---- */
+
+static int cmp_sample_pid(const void *a, const void *b) {
+        const ExpSample *x = a, *y = b;
+        return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static int emit_part(const void *data, size_t size, const OtlpEncodeStats *part, otlp_emit_t emit,
+                     void *userdata, OtlpEncodeStats *st) {
+        st->resources += part->resources;
+        st->samples += part->samples;
+        st->events += part->events;
+        st->requests++;
+        st->bytes += size;
+        return emit(data, size, userdata);
+}
+
+/* Where to cut samples sorted by pid: the process boundary nearest the middle, so each process
+ * stays whole; within a single process the middle. */
+static size_t split_point(const ExpInterval *iv) {
+        size_t n = iv->n_samples, mid = n / 2;
+
+        for (size_t d = 0; d <= mid; d++) {
+                if (mid + d < n && iv->samples[mid + d].pid != iv->samples[mid + d - 1].pid)
+                        return mid + d;
+                if (mid - d > 0 && iv->samples[mid - d].pid != iv->samples[mid - d - 1].pid)
+                        return mid - d;
+        }
+        return mid;
+}
+
+static int encode_split(const ExpInterval *iv, const OtlpEncodeOptions *opts, size_t max_size, otlp_emit_t emit,
+                        void *userdata, OtlpEncodeStats *st);
+
+/* Encodes both halves of iv (samples sorted by pid) separately. A half is a shallow view of
+ * iv: the encoder only puts the dictionary entries its own samples use into each request. */
+static int encode_halves(const ExpInterval *iv, const OtlpEncodeOptions *opts, size_t max_size, otlp_emit_t emit,
+                         void *userdata, OtlpEncodeStats *st) {
+        size_t cut = split_point(iv);
+        ExpInterval lo = *iv, hi = *iv;
+        int r;
+
+        lo.n_samples = lo.cap_samples = cut;
+        hi.samples = iv->samples + cut;
+        hi.n_samples = hi.cap_samples = iv->n_samples - cut;
+        r = encode_split(&lo, opts, max_size, emit, userdata, st);
+        if (r < 0)
+                return r;
+        return encode_split(&hi, opts, max_size, emit, userdata, st);
+}
+
+static int encode_split(const ExpInterval *iv, const OtlpEncodeOptions *opts, size_t max_size, otlp_emit_t emit,
+                        void *userdata, OtlpEncodeStats *st) {
+        _cleanup_free_ void *data = NULL;
+        OtlpEncodeStats part = {};
+        size_t size = 0;
+        int r;
+
+        r = otlp_encode_interval(iv, opts, &data, &size, &part);
+        if (r < 0 || size == 0)
+                return r;
+        /* One sample cannot be cut further: send it as it is. */
+        if (size <= max_size || iv->n_samples < 2)
+                return emit_part(data, size, &part, emit, userdata, st);
+        free(TAKE_PTR(data));
+        return encode_halves(iv, opts, max_size, emit, userdata, st);
+}
+
+int otlp_encode_interval_split(const ExpInterval *iv, const OtlpEncodeOptions *opts, size_t max_size,
+                               otlp_emit_t emit, void *userdata, OtlpEncodeStats *ret_stats) {
+        _cleanup_free_ ExpSample *samples = NULL;
+        _cleanup_free_ void *data = NULL;
+        OtlpEncodeStats st = {}, whole = {};
+        ExpInterval view = *iv;
+        size_t size = 0;
+        int r;
+
+        /* The common case, one request, encoded exactly as otlp_encode_interval() does. */
+        r = otlp_encode_interval(iv, opts, &data, &size, &whole);
+        if (r < 0 || size == 0)
+                goto finish;
+        if (size <= max_size || iv->n_samples < 2) {
+                r = emit_part(data, size, &whole, emit, userdata, &st);
+                goto finish;
+        }
+        free(TAKE_PTR(data));
+
+        /* Too large: cut a copy of the sample array sorted by pid (the samples' own pointers
+         * stay shared with iv). */
+        samples = malloc(iv->n_samples * sizeof *samples);
+        if (!samples)
+                return -ENOMEM;
+        memcpy(samples, iv->samples, iv->n_samples * sizeof *samples);
+        qsort(samples, iv->n_samples, sizeof *samples, cmp_sample_pid);
+        view.samples = samples;
+        view.cap_samples = view.n_samples;
+        r = encode_halves(&view, opts, max_size, emit, userdata, &st);
+finish:
         if (r >= 0 && ret_stats)
                 *ret_stats = st;
         return r;

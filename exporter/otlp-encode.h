@@ -30,17 +30,34 @@ typedef struct OtlpEncodeOptions {
         const char *scope_version; /* NULL: the project version */
         bool no_cpu;               /* the model has no CPU numbers (the store keeps none):
                                     * leave cpu.logical_number out */
+        char *const *resource_attributes; /* NULL-terminated key, value, … pairs added to every
+                                    * Resource (OTEL_RESOURCE_ATTRIBUTES, otlp-config.h); the
+                                    * per-process ones win, except host.name */
 } OtlpEncodeOptions;
 
 typedef struct OtlpEncodeStats {
         size_t resources, samples, stacks, locations, functions, mappings, strings, attributes;
         uint64_t events;
+        size_t requests, bytes; /* otlp_encode_interval_split(): requests emitted, their bytes */
 } OtlpEncodeStats;
 
 /* Returns 0 and the request bytes (free()) in *ret_data / *ret_size. When the interval holds
  * no samples there is nothing to send: *ret_data = NULL, *ret_size = 0. ret_stats is optional. */
 int otlp_encode_interval(const ExpInterval *iv, const OtlpEncodeOptions *opts, void **ret_data,
                          size_t *ret_size, OtlpEncodeStats *ret_stats);
+
+/* Called for each request of a split interval; data is valid during the call only. < 0 stops
+ * the encoding and is returned. */
+typedef int (*otlp_emit_t)(const void *data, size_t size, void *userdata);
+
+/* Like otlp_encode_interval(), but a request over max_size bytes is split into several, each a
+ * complete request with its own dictionary: at process boundaries (a ResourceProfiles stays
+ * whole), and a single process over the limit between its samples. Sends the parts in order
+ * through emit. Nothing is emitted for an interval without samples. In ret_stats, resources,
+ * samples and events are summed over the parts (a process cut in two counts twice), the
+ * dictionary sizes are not filled in. */
+int otlp_encode_interval_split(const ExpInterval *iv, const OtlpEncodeOptions *opts, size_t max_size,
+                               otlp_emit_t emit, void *userdata, OtlpEncodeStats *ret_stats);
 
 /* "native", "kernel", ... (the profile.frame.type value for a frame kind). */
 const char *otlp_frame_type(uint8_t kind);

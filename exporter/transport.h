@@ -38,6 +38,24 @@ typedef struct OtlpConfig {
         bool insecure;           /* gRPC: cleartext h2c even without http:// (OTEL_…_INSECURE) */
 } OtlpConfig;
 
+/* gRPC status codes (grpc/doc/statuscodes.md), as OtlpResult.grpc_status carries them. */
+enum {
+        GRPC_OK = 0,
+        GRPC_CANCELLED = 1,
+        GRPC_UNKNOWN = 2,
+        GRPC_INVALID_ARGUMENT = 3,
+        GRPC_DEADLINE_EXCEEDED = 4,
+        GRPC_PERMISSION_DENIED = 7,
+        GRPC_RESOURCE_EXHAUSTED = 8,
+        GRPC_ABORTED = 10,
+        GRPC_OUT_OF_RANGE = 11,
+        GRPC_UNIMPLEMENTED = 12,
+        GRPC_INTERNAL = 13,
+        GRPC_UNAVAILABLE = 14,
+        GRPC_DATA_LOSS = 15,
+        GRPC_UNAUTHENTICATED = 16,
+};
+
 typedef struct OtlpTransport OtlpTransport;
 
 typedef struct OtlpResult {

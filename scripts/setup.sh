@@ -28,6 +28,8 @@ build_pkgs=(
 )
 test_pkgs=(
         protobuf-compiler python3-protobuf python3-pytest gdb linux-perf
+        # the OTLP/gRPC receiver of the export tests
+        python3-grpcio
         libclang-rt-14-dev
         # workloads of the native-unwinding tests (Debian's own stripped programs)
         xz-utils openssl sqlite3 gzip

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "byte-parse.h"
 #include "grow-array.h"
 #include "perf-map.h"
 
@@ -75,16 +76,6 @@ const EpPerfMapStats *ep_perf_map_stats(const EpPerfMap *m) {
 
 /* ---- one line ---- */
 
-static int hex_value(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 /* A hexadecimal number with an optional 0x at *p; advances *p past it. */
 static bool parse_hex(const char **p, const char *end, uint64_t *ret) {
         const char *s = *p, *digits;
@@ -92,10 +83,10 @@ static bool parse_hex(const char **p, const char *end, uint64_t *ret) {
 
         if (end - s >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
                 s += 2;
-        for (digits = s; s < end && hex_value(*s) >= 0; s++) {
+        for (digits = s; s < end && ep_hex_digit(*s) >= 0; s++) {
                 if (v >> 60)
                         return false; /* more than 64 bits */
-                v = v << 4 | (uint64_t) hex_value(*s);
+                v = v << 4 | (uint64_t) ep_hex_digit(*s);
         }
         if (s == digits)
                 return false;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "byte-parse.h"
 #include "macro.h"
 #include "unwind-fde.h"
 
@@ -26,25 +27,6 @@ typedef struct Walk {
         uint64_t section_addr;
         CieInfo cies[CIE_SLOTS];
 } Walk;
-
-/* LEB128; is_signed sign-extends from the last byte's bit 6. */
-static int read_leb128(const uint8_t **p, const uint8_t *end, bool is_signed, uint64_t *ret) {
-        uint64_t v = 0;
-
-        for (unsigned shift = 0; shift < 64; shift += 7) {
-                if (*p >= end)
-                        return -EBADMSG;
-                uint8_t b = *(*p)++;
-                v |= (uint64_t) (b & 0x7f) << shift;
-                if (!(b & 0x80)) {
-                        if (is_signed && shift + 7 < 64 && (b & 0x40))
-                                v |= ~(uint64_t) 0 << (shift + 7);
-                        *ret = v;
-                        return 0;
-                }
-        }
-        return -EBADMSG;
-}
 
 static int read_fixed(const uint8_t **p, const uint8_t *end, unsigned size, bool big_endian, bool is_signed,
                       uint64_t *ret) {
@@ -71,7 +53,7 @@ int ep_fde_read_encoded(const uint8_t **p, const uint8_t *end, uint8_t encoding,
                         return -EBADMSG;
                 return read_fixed(p, end, address_size, big_endian, false, ret);
         case DW_EH_PE_uleb128:
-                return read_leb128(p, end, false, ret);
+                return ep_read_leb128(p, end, false, ret);
         case DW_EH_PE_udata2:
                 return read_fixed(p, end, 2, big_endian, false, ret);
         case DW_EH_PE_udata4:
@@ -79,7 +61,7 @@ int ep_fde_read_encoded(const uint8_t **p, const uint8_t *end, uint8_t encoding,
         case DW_EH_PE_udata8:
                 return read_fixed(p, end, 8, big_endian, false, ret);
         case DW_EH_PE_sleb128:
-                return read_leb128(p, end, true, ret);
+                return ep_read_leb128(p, end, true, ret);
         case DW_EH_PE_sdata2:
                 return read_fixed(p, end, 2, big_endian, true, ret);
         case DW_EH_PE_sdata4:

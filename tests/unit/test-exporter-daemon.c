@@ -3,8 +3,8 @@
 /* ebpf-profiler-exporter as a process, without root: a private dbus-daemon, this test playing
  * the collector (org.ebpfprofiler.Collector1 with OpenExportRing() and an export ring) and a
  * loopback HTTP server playing the OTLP receiver. Checks requests and their content, the
- * Exporter1 counters, malformed groups, HTTP failures, Flush(), a collector restart, the idle
- * mode and the command line. Usage: test-exporter-daemon PATH-TO-ebpf-profiler-exporter */
+ * Exporter1 counters, malformed groups, HTTP failures (retried from the spool, also across an
+ * exporter restart), Flush(), a collector restart, the idle mode and the command line. Usage: test-exporter-daemon PATH-TO-ebpf-profiler-exporter */
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -78,8 +78,13 @@ static bool run_until(cond_t cond, uint64_t usec) {
 static uint64_t exporter_u64(const char *property) {
         sd_bus_error error = SD_BUS_ERROR_NULL;
         uint64_t v = 0;
+        uint32_t u = 0;
+        /* SpoolFiles is the one "u" among the counters. */
+        bool is_u = streq(property, "SpoolFiles");
         int r = sd_bus_get_property_trivial(ctx.bus, EP_BUS_EXPORTER, EP_PATH_EXPORTER, EP_IFACE_EXPORTER,
-                                            property, &error, 't', &v);
+                                            property, &error, is_u ? 'u' : 't', is_u ? (void *) &u : (void *) &v);
+        if (is_u)
+                v = u;
         if (r < 0)
                 fprintf(stderr, "get %s: %s\n", property, error.message ?: strerror(-r));
         sd_bus_error_free(&error);
@@ -422,13 +427,38 @@ static bool have_requests(void) {
 }
 
 static bool flush_done;
+static char flush_error[256]; /* "" when Flush() succeeded */
 static int on_flush_reply(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        ASSERT_TRUE(!sd_bus_message_is_method_error(m, NULL));
+        const sd_bus_error *e = sd_bus_message_get_error(m);
+        snprintf(flush_error, sizeof flush_error, "%s", e && e->message ? e->message : "");
         flush_done = true;
         return 0;
 }
 static bool have_flush_reply(void) {
         return flush_done;
+}
+static void flush(void) {
+        flush_done = false;
+        ASSERT_OK(sd_bus_call_method_async(ctx.bus, NULL, EP_BUS_EXPORTER, EP_PATH_EXPORTER, EP_IFACE_EXPORTER,
+                                           "Flush", on_flush_reply, NULL, ""));
+        ASSERT_TRUE(run_until(have_flush_reply, WAIT_USEC));
+}
+
+static char spool_dir[96];
+static pid_t spawn_exporter(const char *endpoint_env) {
+        return spawn((const char *[]) { ctx.exporter_path, "--log-level", getenv("TEST_DEBUG") ? "debug" : "err",
+                                        "--spool-dir", spool_dir, NULL },
+                     endpoint_env);
+}
+static size_t spool_files_on_disk(void) {
+        char cmd[160];
+        snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '\\.req$'", spool_dir);
+        FILE *f = popen(cmd, "r");
+        unsigned n = 0;
+        ASSERT_TRUE(f);
+        ASSERT_EQ(fscanf(f, "%u", &n), 1);
+        pclose(f);
+        return n;
 }
 
 static void check_request(const PbRequest *req) {
@@ -487,11 +517,15 @@ int main(int argc, char **argv) {
         ASSERT_EQ(run_exporter_cmdline((const char *[]) { "--endpoint", "ftp://x/y", NULL }), 2);
         ASSERT_EQ(run_exporter_cmdline((const char *[]) { "--endpoint", NULL }), 2);
         ASSERT_EQ(run_exporter_cmdline((const char *[]) { "extra", NULL }), 2);
+        ASSERT_EQ(run_exporter_cmdline((const char *[]) { "--spool-max-size", "1K", NULL }), 2);
+        ASSERT_EQ(run_exporter_cmdline((const char *[]) { "--spool-max-size", "lots", NULL }), 2);
+        ASSERT_EQ(run_exporter_cmdline((const char *[]) { "--spool-dir", "", NULL }), 2);
 
         /* The endpoint from $OTEL_EXPORTER_OTLP_ENDPOINT (+ the profiles path). */
         collector_appear();
         ASSERT_TRUE(asprintf(&endpoint, "http://127.0.0.1:%u/", ctx.port) > 0);
-        ctx.exporter_pid = spawn((const char *[]) { ctx.exporter_path, "--log-level", "warning", NULL }, endpoint);
+        snprintf(spool_dir, sizeof spool_dir, "%s/spool", ctx.dir);
+        ctx.exporter_pid = spawn_exporter(endpoint);
         ASSERT_TRUE(run_until(have_open_1, WAIT_USEC));
         ASSERT_EQ(wait_property("Intervals", 0), 0);
         s = exporter_str("Endpoint");
@@ -527,30 +561,64 @@ int main(int argc, char **argv) {
         push_group(4, false, true);
         ASSERT_EQ(wait_property("Intervals", 3), 3);
 
-        /* The receiver fails: counted, LastError says why; Flush() answers once it is over. */
+        /* The receiver is unavailable: the request stays spooled and is retried; Flush() says
+         * what remains. */
         ctx.http_status = 503;
         push_group(5, false, false);
-        ASSERT_OK(sd_bus_call_method_async(ctx.bus, NULL, EP_BUS_EXPORTER, EP_PATH_EXPORTER, EP_IFACE_EXPORTER,
-                                           "Flush", on_flush_reply, NULL, ""));
-        ASSERT_TRUE(run_until(have_flush_reply, WAIT_USEC));
-        ASSERT_EQ(ctx.posts, 3);
-        ASSERT_EQ(exporter_u64("RequestsFailed"), 1);
+        flush();
+        ASSERT_TRUE(strstr(flush_error, "1 requests remain spooled"));
+        ASSERT_TRUE(strstr(flush_error, "HTTP 503"));
+        ASSERT_TRUE(ctx.posts >= 3);
+        ASSERT_TRUE(wait_property("RequestsRetried", 1) >= 1);
+        ASSERT_EQ(exporter_u64("RequestsFailed"), 0);
+        ASSERT_EQ(exporter_u64("SpoolFiles"), 1);
+        ASSERT_TRUE(exporter_u64("SpoolBytes") > 0);
+        ASSERT_TRUE(exporter_u64("LastErrorNs") > 0);
+        ASSERT_EQ(spool_files_on_disk(), 1);
         free(s);
         s = exporter_str("LastError");
         ASSERT_TRUE(strstr(s, "HTTP 503"));
         ASSERT_EQ(exporter_u64("RequestsSent"), 2);
+
+        /* It works again: Flush() does not wait out the back-off. */
         ctx.http_status = 200;
+        flush();
+        ASSERT_STREQ(flush_error, "");
+        want_requests = 3;
+        ASSERT_TRUE(run_until(have_requests, WAIT_USEC));
+        check_request(ctx.requests[2]);
+        ASSERT_EQ(exporter_u64("RequestsSent"), 3);
+        ASSERT_EQ(exporter_u64("SpoolFiles"), 0);
+        ASSERT_EQ(exporter_u64("BackoffUntilNs"), 0);
+        ASSERT_EQ(spool_files_on_disk(), 0);
 
         /* The collector goes away and comes back with a new ring: the exporter re-attaches. */
         collector_vanish();
         collector_appear();
         ASSERT_TRUE(run_until(have_open_2, WAIT_USEC));
         push_group(6, false, false);
-        want_requests = 3;
+        want_requests = 4;
         ASSERT_TRUE(run_until(have_requests, WAIT_USEC));
-        check_request(ctx.requests[2]);
+        check_request(ctx.requests[3]);
 
-        /* SIGTERM: a clean exit. */
+        /* The receiver fails, the exporter stops (SIGTERM: a clean exit) with the request
+         * spooled; the next exporter replays it. */
+        ctx.http_status = 503;
+        push_group(7, false, false);
+        flush();
+        ASSERT_TRUE(strstr(flush_error, "remain spooled"));
+        kill(ctx.exporter_pid, SIGTERM);
+        ASSERT_EQ(wait_exit(ctx.exporter_pid), 0);
+        ASSERT_EQ(spool_files_on_disk(), 1);
+        ctx.http_status = 200;
+        ctx.exporter_pid = spawn_exporter(endpoint);
+        want_requests = 5;
+        ASSERT_TRUE(run_until(have_requests, WAIT_USEC));
+        check_request(ctx.requests[4]);
+        ASSERT_EQ(wait_property("RequestsSent", 1), 1);
+        flush();
+        ASSERT_STREQ(flush_error, "");
+        ASSERT_EQ(spool_files_on_disk(), 0);
         kill(ctx.exporter_pid, SIGTERM);
         ASSERT_EQ(wait_exit(ctx.exporter_pid), 0);
         ctx.exporter_pid = 0;
@@ -573,7 +641,7 @@ int main(int argc, char **argv) {
         }
         ASSERT_OK(sd_bus_call_method(ctx.bus, EP_BUS_EXPORTER, EP_PATH_EXPORTER, EP_IFACE_EXPORTER, "Flush",
                                      NULL, NULL, ""));
-        ASSERT_EQ(ctx.open_calls, 2);
+        ASSERT_EQ(ctx.open_calls, 3);
         kill(ctx.exporter_pid, SIGTERM);
         ASSERT_EQ(wait_exit(ctx.exporter_pid), 0);
         ctx.exporter_pid = 0;
