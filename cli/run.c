@@ -958,7 +958,7 @@ finish:
                 bool default_store = streq(a.store, EP_STORE_DEFAULT_PATH);
                 printf("Stopped. See the profile with:\n"
                        "  ebpf-profiler top%s%s\n"
-                       "  ebpf-profiler flamegraph%s%s -o flamegraph.svg\n",
+                       "  ebpf-profiler flamegraph%s%s -o flamegraph.html\n",
                        default_store ? "" : " --store ", default_store ? "" : a.store,
                        default_store ? "" : " --store ", default_store ? "" : a.store);
         }
