@@ -13,9 +13,12 @@ from conftest import cli, need_root, run_workload, running_profiler, stacks_for_
 # The smallest limit the collector takes; a few busy workloads at 999 Hz fill it several times
 # in 15 s.
 SIZE_LIMIT = 256 << 10
-# The collector copies the WAL into the file only when the file then fits the limit (or the WAL
-# outgrew its own bound, 1 MiB for a store this small, which these workloads do not reach).
-FILE_TOLERANCE = 0
+# The collector copies the WAL into the file only when the file then fits the limit, or when the
+# WAL outgrew its own bound (1 MiB for a store this small) before retention made room: on a
+# loaded machine at 999 Hz that happens, and the file then runs over by what that checkpoint
+# brought (315 KB for this limit was seen in CI). What is guaranteed is that retention brings
+# it back under the limit (checked at the end) and that it never grows without bound.
+FILE_TOLERANCE = SIZE_LIMIT
 # The WAL holds an interval and the retention that makes room for it until that checkpoint.
 WAL_TOLERANCE = 2 << 20
 BUSY = (("threads", ()), ("spawn", ("0.2",)), ("deepchain", ()), ("cxxsort", ()))

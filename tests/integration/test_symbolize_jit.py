@@ -20,7 +20,8 @@ from conftest import cli
 UNMAPPED = 3
 NODE = os.environ.get("EP_TEST_NODE", "/usr/bin/node")
 PYTHON312 = os.environ.get("EP_TEST_PYTHON312", "/root/.pyenv/versions/3.12.1/bin/python3.12")
-SECONDS = 6
+SECONDS = 6     # sampled before the names are looked for
+RUN_LIMIT = 90  # the runtime keeps running while the test waits for the names, at most this
 
 NODE_SCRIPT = """\
 'use strict';
@@ -36,7 +37,7 @@ const end = Date.now() + %d * 1000;
 let acc = 0;
 while (Date.now() < end) acc ^= hotLoop(2000000);
 console.log('done', acc);
-""" % SECONDS
+""" % RUN_LIMIT
 
 PYTHON_SCRIPT = """\
 import time
@@ -48,7 +49,7 @@ end = time.time() + %d
 while time.time() < end:
     fib(22)
 print("done")
-""" % SECONDS
+""" % RUN_LIMIT
 
 
 @pytest.fixture
@@ -67,20 +68,15 @@ def remove_perf_map(pid):
         pass
 
 
-def run_runtime(argv):
-    """Runs a runtime to completion; returns its pid. Its perf map is removed afterwards."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out, _ = p.communicate(timeout=SECONDS + 60)
-        assert p.returncode == 0, out
-        assert "done" in out, out
-        assert Path(f"/tmp/perf-{p.pid}.map").exists(), f"{argv[0]} wrote no perf map"
-        return p.pid
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        # Kept until the symbolizer read it: removed by the caller once named.
+def start_runtime(argv):
+    """Starts a runtime that spins until killed (or RUN_LIMIT); after SECONDS of sampling it
+    must still run and have written its perf map. A JIT process is named while it lives: the
+    loader opens its map through /proc/PID/root, so a process that is gone cannot be named."""
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    time.sleep(SECONDS)
+    assert p.poll() is None, f"{argv[0]} exited early with {p.returncode}"
+    assert Path(f"/tmp/perf-{p.pid}.map").exists(), f"{argv[0]} wrote no perf map"
+    return p
 
 
 def jit_samples(con, pid, pattern):
@@ -122,7 +118,8 @@ def wait_named(profiler, pid, pattern, min_fraction):
 
 
 def check_runtime(profiler, argv, pattern, label):
-    pid = run_runtime(argv)
+    p = start_runtime(argv)
+    pid = p.pid
     try:
         total, hit, names = wait_named(profiler, pid, pattern, 0.5)
         # 99 Hz for SECONDS; a loaded 2-CPU machine gives fewer, the names are the point.
@@ -137,6 +134,8 @@ def check_runtime(profiler, argv, pattern, label):
         in_row = r"\s" + pattern[1:] if pattern.startswith("^") else pattern
         assert any(re.search(in_row, r) for r in rows), f"{label}: {pattern!r} missing from top:\n{top}"
     finally:
+        p.kill()
+        p.wait()
         remove_perf_map(pid)
     return names
 
