@@ -143,7 +143,8 @@ static int scan_dir(Spool *s) {
         closedir(d);
         if (r < 0)
                 return r;
-        qsort(s->entries, s->n, sizeof *s->entries, cmp_entry);
+        if (s->n > 0)
+                qsort(s->entries, s->n, sizeof *s->entries, cmp_entry);
         return 0;
 }
 
