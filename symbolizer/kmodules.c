@@ -190,15 +190,10 @@ int ep_kmodules_parse_file(FILE *f, EpKmodules **ret) {
 }
 
 int ep_kmodules_parse_fd(int fd, EpKmodules **ret) {
-        _cleanup_close_ int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        if (copy < 0)
-                return -errno;
+        _cleanup_fclose_ FILE *f = NULL;
+        int r = ep_fdopen_dup(fd, &f);
 
-        _cleanup_fclose_ FILE *f = fdopen(copy, "re");
-        if (!f)
-                return -errno;
-        TAKE_FD(copy);
-        return ep_kmodules_parse_file(f, ret);
+        return r < 0 ? r : ep_kmodules_parse_file(f, ret);
 }
 
 int ep_kmodules_parse_text(const char *text, size_t len, EpKmodules **ret) {

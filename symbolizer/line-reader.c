@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/types.h>
 
@@ -26,5 +27,18 @@ int ep_for_each_line(FILE *f, size_t max_len, ep_line_fn fn, void *userdata) {
         }
         if (ferror(f))
                 return errno > 0 ? -errno : -EIO;
+        return 0;
+}
+
+int ep_fdopen_dup(int fd, FILE **ret) {
+        _cleanup_close_ int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (copy < 0)
+                return -errno;
+
+        FILE *f = fdopen(copy, "re");
+        if (!f)
+                return -errno;
+        TAKE_FD(copy);
+        *ret = f;
         return 0;
 }
