@@ -49,7 +49,7 @@ func work(x uint64) uint64 {
 //go:noinline
 func spin(deadline time.Time) {
 	x := uint64(1)
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) { // MARK:spin-calls-now
 		x = work(x) // MARK:spin-calls-work
 	}
 	sink = x
