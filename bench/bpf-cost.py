@@ -26,11 +26,29 @@ from conftest import WORKLOADS, Profiler, stacks_for_pid  # noqa: E402
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 
 
-def prog_stats():
+def on_sample_ids():
     progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
                                       text=True, check=True).stdout)
-    mine = [p for p in progs if p.get("name") == "on_sample"]
-    p = max(mine, key=lambda p: p["id"])
+    return {p["id"]: p for p in progs if p.get("name") == "on_sample"}
+
+
+def held_prog_ids(pid):
+    """Ids of the BPF programs a process holds a descriptor of (a program or a link to one)."""
+    ids = set()
+    for f in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            ids.update(int(line.split()[1]) for line in f.read_text().splitlines()
+                       if line.startswith("prog_id:"))
+        except (OSError, ValueError, IndexError):
+            pass
+    return ids
+
+
+PROG_ID = None  # the on_sample of the profiler this script started (others may be running)
+
+
+def prog_stats():
+    p = on_sample_ids()[PROG_ID]
     return p.get("run_time_ns", 0), p.get("run_cnt", 0)
 
 
@@ -68,8 +86,17 @@ def main():
 
     old = STATS.read_text().strip()
     STATS.write_text("1")
+    before = set(on_sample_ids())
     profiler = Profiler(["--frequency", str(args.frequency)])
     try:
+        new = sorted(set(on_sample_ids()) - before)
+        if len(new) > 1:  # another profiler started at the same time: the one our loader holds
+            held = held_prog_ids(profiler.daemon_pid("ebpf-profiler-loader"))
+            new = [i for i in new if i in held]
+        if len(new) != 1:
+            sys.exit(f"bpf-cost.py: cannot tell the profiler's on_sample program (new: {new})")
+        global PROG_ID
+        PROG_ID = new[0]
         rows = [("native tables", *measure(profiler, "recurse", args.seconds, args.depth)),
                 ("frame pointers", *measure(profiler, "recurse-fp-nocfi", args.seconds, args.depth))]
     finally:

@@ -19,6 +19,11 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Set by the loader before load. */
 const volatile bool include_idle = false;
+/* The loader's PID namespace (st_dev and st_ino of /proc/self/ns/pid) when it is not the
+ * initial one: process IDs are then reported as the loader sees them in /proc, and tasks it
+ * cannot see are not recorded. 0: the initial namespace, no translation. */
+const volatile __u64 pidns_dev = 0;
+const volatile __u64 pidns_ino = 0;
 
 struct {
         __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -116,6 +121,7 @@ _Static_assert(__builtin_offsetof(struct ep_bpf_sample, frames) == EP_BPF_SAMPLE
                "EP_BPF_SAMPLE_HEADER_SIZE out of date");
 _Static_assert(EP_BPF_CNT_STOP_BASE + _EP_STOP_MAX <= EP_BPF_CNT_MAX, "counters map too small");
 _Static_assert(sizeof(struct ep_bpf_delta_pair) == 8, "two deltas per 8-byte array element");
+_Static_assert(EP_BPF_CNT_STOP_BASE + _EP_STOP_MAX <= EP_BPF_CNT_OTHER_PID_NS, "counter ranges overlap");
 
 static __always_inline void count(__u32 idx) {
         __u64 *v = bpf_map_lookup_elem(&counters, &idx);
@@ -285,6 +291,71 @@ __noinline int ep_bpf_unwind_step(__u32 pid, struct ep_unwind_regs *regs) {
         return ep_unwind_step(pid, regs);
 }
 
+/* ---- interpreter runtimes: the seams ----
+ *
+ * An interpreter's frames are walked inside the native walk's bpf_loop (no tail call: the
+ * native walk keeps its EP_BPF_MAX_USER_FRAMES frames, and interpreted and native frames
+ * alternate without a program switch). A runtime is one bpf/NAME.bpf.h (maps, walk state,
+ * walk) with the types it shares with the loader in bpf/NAME.h, and plugs in here only:
+ *   runtimes_sample_start    a sample of pid starts: which runtime (if any) the process runs;
+ *   runtimes_on_native_frame a native frame is about to be recorded: true when that runtime's
+ *                            frames come first (the frame is its interpreter loop);
+ *   runtimes_next_frame      the next of those frames, in EP_RUNTIME_FRAME_SLOTS slots;
+ *   runtimes_next_unplaced   after the native walk stopped short: the runtime's frames it did
+ *                            not reach (bpf/profiler.h, EP_BPF_FRAME_F_UNPLACED);
+ *   runtimes_frame_dropped   a frame did not fit (the runtime counts it);
+ *   runtimes_process_gone / runtimes_process_forked  exec, exit, fork.
+ * A second runtime includes its header below, adds a RUNTIME_* value and one branch to each
+ * hook. docs/ARCHITECTURE.md, "Interpreter runtimes: the seams". */
+
+#include "cpython.bpf.h"
+
+enum {
+        RUNTIME_NONE = 0,
+        RUNTIME_CPYTHON = 1, /* bpf/cpython.bpf.h */
+};
+
+#define EP_RUNTIME_FRAME_SLOTS 2 /* frames[] slots per interpreter frame */
+
+static __always_inline __u32 runtimes_sample_start(__u32 pid, __u64 fsbase) {
+        if (cpython_sample_start(pid, fsbase))
+                return RUNTIME_CPYTHON;
+        return RUNTIME_NONE;
+}
+
+/* pc: the native frame's lookup address (pc-1 for return addresses). */
+static __always_inline bool runtimes_on_native_frame(__u32 runtime, __u64 pc) {
+        return runtime == RUNTIME_CPYTHON && cpython_on_native_frame(pc);
+}
+
+static __always_inline int runtimes_next_frame(__u32 runtime, __u64 *slots) {
+        return runtime == RUNTIME_CPYTHON ? cpython_next_frame(slots) : 0;
+}
+
+/* 1: slots filled; 0: nothing this time, call again; -1: no more. */
+static __always_inline int runtimes_next_unplaced(__u32 runtime, __u64 *slots) {
+        return runtime == RUNTIME_CPYTHON ? cpython_next_unplaced(slots) : -1;
+}
+
+static __always_inline void runtimes_frame_dropped(__u32 runtime) {
+        if (runtime == RUNTIME_CPYTHON)
+                cpython_frame_dropped();
+}
+
+static __always_inline void runtimes_process_gone(__u32 pid) {
+        cpython_process_gone(pid);
+}
+
+static __always_inline void runtimes_process_forked(__u32 parent, __u32 pid) {
+        cpython_process_forked(parent, pid);
+}
+
+enum {
+        RT_MODE_NATIVE = 0, /* the next iteration records the native frame at regs.pc */
+        RT_MODE_FRAMES = 1, /* the next iteration emits an interpreter frame of regs.pc's activation */
+        RT_MODE_DONE = 2,   /* regs.pc's activation was handled: record the native frame */
+};
+
 struct unwind_state {
         struct ep_bpf_sample *rec;
         struct ep_unwind_regs regs;
@@ -292,6 +363,8 @@ struct unwind_state {
         __u32 n;    /* frames filled in rec->frames */
         __u32 end;  /* frames[] index limit for this sample's user frames */
         int stop;   /* EP_STOP_* */
+        __u32 runtime; /* RUNTIME_*: the interpreter whose loop frames are looked for */
+        __u32 rt_mode; /* RT_MODE_* */
 };
 
 /* One frame per iteration: record it, then step to its caller. */
@@ -304,6 +377,30 @@ static long unwind_frame(__u64 index, void *data) {
                 st->stop = EP_STOP_MAX_DEPTH;
                 return 1;
         }
+        if (st->runtime != RUNTIME_NONE) {
+                if (st->rt_mode == RT_MODE_FRAMES) {
+                        __u64 slots[EP_RUNTIME_FRAME_SLOTS] = {};
+
+                        if (runtimes_next_frame(st->runtime, slots) == 1) {
+                                if (n + EP_RUNTIME_FRAME_SLOTS > st->end ||
+                                    n + EP_RUNTIME_FRAME_SLOTS > EP_BPF_MAX_FRAMES) {
+                                        runtimes_frame_dropped(st->runtime);
+                                        st->stop = EP_STOP_MAX_DEPTH;
+                                        return 1;
+                                }
+                                st->rec->frames[n] = slots[0];
+                                st->rec->frames[n + 1] = slots[1];
+                                st->n = n + EP_RUNTIME_FRAME_SLOTS;
+                                return 0;
+                        }
+                        st->rt_mode = RT_MODE_DONE;
+                } else if (st->rt_mode == RT_MODE_NATIVE &&
+                           runtimes_on_native_frame(st->runtime, st->regs.pc - (st->regs.flags & EP_UNWIND_F_RETURN_ADDRESS ? 1 : 0))) {
+                        st->rt_mode = RT_MODE_FRAMES;
+                        return 0;
+                }
+        }
+        st->rt_mode = RT_MODE_NATIVE;
         st->rec->frames[n] = (st->regs.pc & EP_BPF_FRAME_ADDR_MASK) |
                              ((__u64) st->regs.flags << EP_BPF_FRAME_FLAGS_SHIFT);
         st->n = n + 1;
@@ -316,9 +413,32 @@ static long unwind_frame(__u64 index, void *data) {
         return 0;
 }
 
+/* One interpreter frame the native walk did not reach per iteration (bpf_loop callback). */
+static long unplaced_frame(__u64 index, void *data) {
+        struct unwind_state *st = data;
+        __u64 slots[EP_RUNTIME_FRAME_SLOTS] = {};
+        __u32 n = st->n;
+        int r;
+
+        /* Bounds on n itself, as the verifier tracks them (a bound on n + 2 does not carry over
+         * to n, and the program is then rejected). */
+        if (n >= st->end || n >= EP_BPF_MAX_FRAMES - EP_RUNTIME_FRAME_SLOTS + 1 ||
+            n + EP_RUNTIME_FRAME_SLOTS > st->end)
+                return 1;
+        r = runtimes_next_unplaced(st->runtime, slots);
+        if (r < 0)
+                return 1;
+        if (r == 1) {
+                st->rec->frames[n] = slots[0];
+                st->rec->frames[n + 1] = slots[1];
+                st->n = n + EP_RUNTIME_FRAME_SLOTS;
+        }
+        return 0;
+}
+
 /* Fills rec->frames[n ..] from the user registers and returns the stop reason. */
 static __always_inline __u32 walk_user_stack(struct ep_bpf_sample *rec, __u32 pid, __u32 n, __u64 pc, __u64 sp,
-                                             __u64 fp) {
+                                             __u64 fp, __u64 fsbase) {
         struct unwind_state st = {
                 .rec = rec,
                 .regs = { .pc = pc, .sp = sp, .fp = fp },
@@ -326,6 +446,7 @@ static __always_inline __u32 walk_user_stack(struct ep_bpf_sample *rec, __u32 pi
                 .n = n,
                 .end = n + EP_BPF_MAX_USER_FRAMES,
                 .stop = EP_STOP_MAX_DEPTH,
+                .runtime = runtimes_sample_start(pid, fsbase),
         };
         struct mapping_cache *cache;
         __u32 zero = 0;
@@ -336,6 +457,10 @@ static __always_inline __u32 walk_user_stack(struct ep_bpf_sample *rec, __u32 pi
         if (cache)
                 cache->valid = 0; /* another sample, maybe another process */
         bpf_loop(EP_BPF_MAX_USER_FRAMES, unwind_frame, &st, 0);
+        /* Stopped short of the root: the interpreter frames still to come are sent anyway, for
+         * the loader to place (or to show where the native frames end). */
+        if (st.runtime != RUNTIME_NONE && st.stop != EP_STOP_OK && st.stop != EP_STOP_MAX_DEPTH)
+                bpf_loop(EP_BPF_PY_MAX_FRAMES * 2, unplaced_frame, &st, 0);
         rec->n_user = st.n - n;
         return st.stop;
 }
@@ -403,16 +528,37 @@ static __always_inline __u64 unknown_process_wakeup(__u64 now) {
         return BPF_RB_FORCE_WAKEUP;
 }
 
+/* The current task's process and thread IDs in the loader's PID namespace. False when the
+ * task is not visible there. The idle task (0) is the same in every namespace. */
+static __always_inline bool current_ids(__u32 *ret_pid, __u32 *ret_tid) {
+        __u64 pid_tgid = bpf_get_current_pid_tgid();
+        struct bpf_pidns_info ns;
+
+        if (pidns_ino == 0 || pid_tgid == 0) {
+                *ret_pid = pid_tgid >> 32;
+                *ret_tid = (__u32) pid_tgid;
+                return true;
+        }
+        if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) < 0)
+                return false;
+        *ret_pid = ns.tgid;
+        *ret_tid = ns.pid;
+        return true;
+}
+
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx) {
-        __u64 pid_tgid = bpf_get_current_pid_tgid();
         struct ep_bpf_sample *rec;
         struct ep_bpf_proc *proc;
         struct task_struct *task;
-        __u32 zero = 0, stop, n, pid = pid_tgid >> 32;
-        __u64 size, wakeup, upc = 0, usp = 0, ufp = 0;
+        __u32 zero = 0, stop, n, pid, tid;
+        __u64 size, wakeup, upc = 0, usp = 0, ufp = 0, fsbase;
         long r;
 
+        if (!current_ids(&pid, &tid)) {
+                count(EP_BPF_CNT_OTHER_PID_NS);
+                return 0;
+        }
         if (pid == 0 && !include_idle) {
                 count(EP_BPF_CNT_IDLE_SKIPPED);
                 return 0;
@@ -425,7 +571,7 @@ int on_sample(struct bpf_perf_event_data *ctx) {
 
         rec->type = EP_BPF_REC_SAMPLE;
         rec->pid = pid;
-        rec->tid = (__u32) pid_tgid;
+        rec->tid = tid;
         rec->cpu = bpf_get_smp_processor_id();
         rec->time_ns = bpf_ktime_get_boot_ns();
         rec->n_kernel = 0;
@@ -444,12 +590,13 @@ int on_sample(struct bpf_perf_event_data *ctx) {
 
         proc = bpf_map_lookup_elem(&proc_mappings, &pid);
         task = bpf_get_current_task_btf();
+        fsbase = task->thread.fsbase;
         if ((ctx->regs.cs & 3) == 3) {
                 /* The tick interrupted user mode: ctx->regs are the user registers. */
                 upc = ctx->regs.ip;
                 usp = ctx->regs.sp;
                 ufp = ctx->regs.bp;
-                stop = walk_user_stack(rec, pid, n, upc, usp, ufp);
+                stop = walk_user_stack(rec, pid, n, upc, usp, ufp, fsbase);
         } else if ((task->flags & PF_KTHREAD) || !task->mm) {
                 stop = EP_STOP_NO_USER_REGS; /* kernel thread (or idle, or a task past exit_mm) */
         } else {
@@ -462,7 +609,7 @@ int on_sample(struct bpf_perf_event_data *ctx) {
                         upc = regs->ip;
                         usp = regs->sp;
                         ufp = regs->bp;
-                        stop = walk_user_stack(rec, pid, n, upc, usp, ufp);
+                        stop = walk_user_stack(rec, pid, n, upc, usp, ufp, fsbase);
                 }
         }
         rec->stop_reason = stop;
@@ -498,10 +645,10 @@ int on_sample(struct bpf_perf_event_data *ctx) {
         return 0;
 }
 
-static __always_inline void send_task_event(__u32 type) {
+static __always_inline void send_task_event(__u32 type, __u32 pid) {
         struct ep_bpf_task_event ev = {
                 .type = type,
-                .pid = bpf_get_current_pid_tgid() >> 32,
+                .pid = pid,
                 .time_ns = bpf_ktime_get_boot_ns(),
         };
         if (bpf_ringbuf_output(&events, &ev, sizeof(ev), wakeup_flags()) < 0)
@@ -511,7 +658,7 @@ static __always_inline void send_task_event(__u32 type) {
 SEC("raw_tp/sched_process_exit")
 int on_exit(void *ctx) {
         struct task_struct *task = bpf_get_current_task_btf();
-        __u32 pid;
+        __u32 pid, tid;
 
         /* Raw tracepoints need no tracefs mount. Every thread passes here; only the last one of
          * the group ends the process. */
@@ -519,37 +666,46 @@ int on_exit(void *ctx) {
                 return 0;
         if (task->signal->live.counter != 0)
                 return 0;
-        pid = bpf_get_current_pid_tgid() >> 32;
+        if (!current_ids(&pid, &tid))
+                return 0;
         bpf_map_delete_elem(&proc_mappings, &pid);
-        send_task_event(EP_BPF_REC_EXIT);
+        runtimes_process_gone(pid);
+        send_task_event(EP_BPF_REC_EXIT, pid);
         return 0;
 }
 
 SEC("raw_tp/sched_process_exec")
 int on_exec(void *ctx) {
-        __u32 pid = bpf_get_current_pid_tgid() >> 32;
+        __u32 pid, tid;
+
+        if (!current_ids(&pid, &tid))
+                return 0;
 
         /* The old image's mappings are gone: frame-pointer steps until the loader re-reads the
          * new ones (it is told by the event below, and by the next sample). */
         bpf_map_delete_elem(&proc_mappings, &pid);
-        send_task_event(EP_BPF_REC_EXEC);
+        runtimes_process_gone(pid);
+        send_task_event(EP_BPF_REC_EXEC, pid);
         return 0;
 }
 
 /* A new process (not a thread) starts with its parent's mappings: give it the parent's entry,
- * so its first samples unwind with tables before the loader ever heard of it. */
+ * so its first samples unwind with tables before the loader ever heard of it. Only in the
+ * initial PID namespace: the child's ID in another one is not at hand here, and the loader
+ * learns of the process from its first sample anyway. */
 SEC("tp_btf/sched_process_fork")
 int on_fork(__u64 *ctx) {
         struct task_struct *child = (struct task_struct *) ctx[1];
         __u32 parent = bpf_get_current_pid_tgid() >> 32, pid;
         struct ep_bpf_proc *p;
 
-        if (child->pid != child->tgid)
-                return 0; /* a thread */
+        if (pidns_ino != 0 || child->pid != child->tgid)
+                return 0; /* a thread, or IDs we would have to translate */
         p = bpf_map_lookup_elem(&proc_mappings, &parent);
         if (!p)
                 return 0;
         pid = child->tgid;
+        runtimes_process_forked(parent, pid); /* the same address space */
         if (bpf_map_update_elem(&proc_mappings, &pid, p, BPF_NOEXIST) == 0)
                 count(EP_BPF_CNT_FORK_INHERITED);
         return 0;

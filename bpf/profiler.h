@@ -21,6 +21,16 @@
 #define EP_BPF_FRAME_FLAGS_SHIFT 56
 #define EP_BPF_FRAME_ADDR_MASK ((1ULL << EP_BPF_FRAME_FLAGS_SHIFT) - 1)
 
+/* An interpreter runtime's frames carry a runtime flag in the top byte instead, with no
+ * EP_UNWIND_F_* bit (EP_BPF_FRAME_F_CPYTHON, bpf/cpython.h). When the native walk stops short
+ * (a table not loaded yet, a mapping unknown, no unwind information), the thread's interpreter
+ * frames it did not reach follow the last native frame with EP_BPF_FRAME_F_UNPLACED: their
+ * interpreter loop's native frames were not seen, so the BPF side cannot say where they go. The
+ * first frame of each interpreter-loop activation among them also has EP_BPF_FRAME_F_ACTIVATION.
+ * The loader places them when it unwinds the sample again (unwinder-loader/interp-splice.c). */
+#define EP_BPF_FRAME_F_UNPLACED 0x40u
+#define EP_BPF_FRAME_F_ACTIVATION 0x20u
+
 #define EP_BPF_RINGBUF_SIZE (4u << 20)
 /* The BPF side only wakes the loader once this much is waiting; the loader also drains on a
  * short timer, so samples never wait long and a busy machine does not cost one wake-up per
@@ -163,5 +173,13 @@ enum {
         EP_BPF_CNT_STACK_COPIES = 7,    /* samples sent with a stack copy */
         EP_BPF_CNT_STEP_BASE = 8,       /* + EP_UNWIND_STEP_*: how each caller was found */
         EP_BPF_CNT_STOP_BASE = 16,      /* + EP_STOP_*: why each user walk stopped */
-        EP_BPF_CNT_MAX = 48,
+        EP_BPF_CNT_OTHER_PID_NS = 40,   /* samples of tasks outside the loader's PID namespace,
+                                         * not recorded (a loader in a container) */
+        EP_BPF_CNT_PY_BASE = 48,        /* + EP_BPF_PY_*: the CPython walk (property PythonCounters) */
+        EP_BPF_CNT_MAX = 64,
 };
+
+/* ---- interpreter runtimes: one header of types shared with the loader each (the seams:
+ * docs/ARCHITECTURE.md, "Interpreter runtimes: the seams") ---- */
+
+#include "cpython.h"

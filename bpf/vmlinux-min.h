@@ -80,6 +80,12 @@ struct bpf_perf_event_data {
         __u64 addr;
 };
 
+/* include/uapi/linux/bpf.h: what bpf_get_ns_current_pid_tgid() fills in */
+struct bpf_pidns_info {
+        __u32 pid;
+        __u32 tgid;
+};
+
 /* ---- kernel-internal types, relocated with CO-RE ---- */
 struct pt_regs {
         unsigned long bp;
@@ -97,8 +103,13 @@ struct signal_struct {
         atomic_t live; /* threads of the group still alive */
 } __attribute__((preserve_access_index));
 
+struct thread_struct {
+        unsigned long fsbase; /* x86-64: the user thread pointer (what pthread_self() returns) */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
         unsigned int flags; /* PF_* */
+        struct thread_struct thread;
         int pid;
         int tgid;
         struct mm_struct *mm;

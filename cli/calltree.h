@@ -18,6 +18,7 @@ typedef enum EpViewKind {
         EP_VIEW_NATIVE,  /* symbolized user-space code */
         EP_VIEW_KERNEL,  /* kernel code, symbolized or not */
         EP_VIEW_UNKNOWN, /* unsymbolized, unmapped, unwinding stopped */
+        EP_VIEW_PYTHON,  /* interpreted Python code (CPython frames) */
         _EP_VIEW_KIND_MAX,
 } EpViewKind;
 

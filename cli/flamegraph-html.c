@@ -121,7 +121,7 @@ static int write_data(Writer *w) {
         fprintf(f, ",\"icicle\":%s,\"lines\":%s,\"total\":%" PRIu64, o->icicle ? "true" : "false",
                 o->lines ? "true" : "false", ep_calltree_node(w->tree, 0)->total);
 
-        EpFlameLegend legend[4];
+        EpFlameLegend legend[EP_FLAME_LEGEND_MAX];
         size_t n_legend = ep_flame_legend(o, legend);
         fputs(",\n\"legend\":[", f);
         for (size_t i = 0; i < n_legend; i++) {

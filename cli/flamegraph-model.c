@@ -5,39 +5,15 @@
 
 #include "flamegraph-model.h"
 #include "hashmap.h"
+#include "utf8.h"
 
 /* Changes smaller than this never get the full colour: when two windows barely differ, the
  * noise between them should look pale, not as alarming as a real regression. */
 #define DIFF_MIN_SCALE 0.005
 
 size_t ep_utf8_len(const unsigned char *s) {
-        unsigned char c = s[0];
-        size_t n;
-        uint32_t cp;
-
-        if (c < 0x80)
-                return 1;
-        if ((c & 0xe0) == 0xc0) {
-                n = 2;
-                cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-                n = 3;
-                cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-                n = 4;
-                cp = c & 0x07;
-        } else
-                return 0;
-        for (size_t i = 1; i < n; i++) {
-                if ((s[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = cp << 6 | (s[i] & 0x3f);
-        }
-        /* Overlong forms, surrogates, beyond Unicode. */
-        if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-                return 0;
-        return n;
+        /* A NUL ends the string, and is no continuation byte: 4 bounds the read safely. */
+        return ep_utf8_char(s, strnlen((const char *) s, 4), NULL);
 }
 
 const char *ep_view_kind_to_string(EpViewKind k) {
@@ -47,6 +23,7 @@ const char *ep_view_kind_to_string(EpViewKind k) {
                 [EP_VIEW_NATIVE] = "native",
                 [EP_VIEW_KERNEL] = "kernel",
                 [EP_VIEW_UNKNOWN] = "unknown",
+                [EP_VIEW_PYTHON] = "python",
         };
         return (unsigned) k < _EP_VIEW_KIND_MAX ? names[k] : "unknown";
 }
@@ -68,6 +45,8 @@ EpRgb ep_flame_kind_color(const char *name, EpViewKind kind) {
                 return (EpRgb) { 215 + (unsigned) (40 * b), 90 + (unsigned) (140 * a), 40 + (unsigned) (40 * b) };
         case EP_VIEW_KERNEL: /* cool blue */
                 return (EpRgb) { 70 + (unsigned) (60 * a), 150 + (unsigned) (60 * b), 215 + (unsigned) (40 * a) };
+        case EP_VIEW_PYTHON: /* violet */
+                return (EpRgb) { 150 + (unsigned) (50 * a), 110 + (unsigned) (50 * b), 215 + (unsigned) (40 * a) };
         case EP_VIEW_PROCESS: /* green */
                 return (EpRgb) { 110 + (unsigned) (50 * a), 195 + (unsigned) (40 * b), 110 + (unsigned) (40 * a) };
         case EP_VIEW_ROOT:
@@ -107,14 +86,16 @@ EpRgb ep_flame_node_color(const EpCallTree *t, const EpFlameOptions *o, uint32_t
         return ep_flame_kind_color(ep_calltree_string(t, n->frame.name), n->frame.kind);
 }
 
-size_t ep_flame_legend(const EpFlameOptions *o, EpFlameLegend ret[static 4]) {
+size_t ep_flame_legend(const EpFlameOptions *o, EpFlameLegend ret[static EP_FLAME_LEGEND_MAX]) {
         if (o->diff) {
                 ret[0] = (EpFlameLegend) { "grew", ep_flame_diff_color(o->diff, o->diff->scale) };
                 ret[1] = (EpFlameLegend) { "shrank", ep_flame_diff_color(o->diff, -o->diff->scale) };
                 ret[2] = (EpFlameLegend) { "unchanged", ep_flame_diff_color(o->diff, 0) };
                 return 3;
         }
-        static const EpViewKind kinds[] = { EP_VIEW_NATIVE, EP_VIEW_KERNEL, EP_VIEW_UNKNOWN, EP_VIEW_PROCESS };
+        static const EpViewKind kinds[] = { EP_VIEW_NATIVE, EP_VIEW_PYTHON, EP_VIEW_KERNEL, EP_VIEW_UNKNOWN,
+                                            EP_VIEW_PROCESS };
+        _Static_assert(ELEMENTSOF(kinds) <= EP_FLAME_LEGEND_MAX, "legend too small");
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++) {
                 const char *label = ep_view_kind_to_string(kinds[i]);
                 ret[i] = (EpFlameLegend) { label, ep_flame_kind_color(label, kinds[i]) };

@@ -62,7 +62,8 @@ typedef struct EpFlameLegend {
         const char *label;
         EpRgb color;
 } EpFlameLegend;
-size_t ep_flame_legend(const EpFlameOptions *o, EpFlameLegend ret[static 4]);
+#define EP_FLAME_LEGEND_MAX 5
+size_t ep_flame_legend(const EpFlameOptions *o, EpFlameLegend ret[static EP_FLAME_LEGEND_MAX]);
 
 const char *ep_view_kind_to_string(EpViewKind k);
 

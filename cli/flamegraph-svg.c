@@ -193,7 +193,7 @@ int ep_flamegraph_write_svg(FILE *f, const EpCallTree *tree, const EpFlameOption
                 fputs("</text>\n", f);
         }
 
-        EpFlameLegend legend[4];
+        EpFlameLegend legend[EP_FLAME_LEGEND_MAX];
         size_t n_legend = ep_flame_legend(o, legend);
         double x = PAD_X;
         for (size_t i = 0; i < n_legend; i++) {

@@ -18,6 +18,7 @@ static const struct {
         { "top", verb_top, "list the hottest functions in the profile store" },
         { "flamegraph", verb_flamegraph, "write an interactive HTML (or SVG) flame graph of the profile store" },
         { "export", verb_export, "write the profile store as pprof, folded stacks or OTLP" },
+        { "tables", verb_tables, "show each file's unwind table: loaded, on its way, or why not" },
 };
 
 static void help(void) {
@@ -53,5 +54,5 @@ int main(int argc, char **argv) {
 
         if (verb[0] == '-')
                 return ep_usage_error(NULL, "unrecognized option '%s'", verb);
-        return ep_usage_error(NULL, "unknown command '%s' (commands: run, status, top, flamegraph, export)", verb);
+        return ep_usage_error(NULL, "unknown command '%s' (commands: run, status, top, flamegraph, export, tables)", verb);
 }

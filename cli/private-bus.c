@@ -78,6 +78,10 @@ int ep_private_bus_write_config(FILE *f, const char *socket_path, const char *po
               "          send_member=\"UpdateActivationEnvironment\"/>\n"
               "    <deny send_destination=\"org.freedesktop.DBus\" send_interface=\"org.freedesktop.DBus.Debug.Stats\"/>\n"
               "  </policy>\n"
+              "  <!-- Root may watch all traffic, as on the system bus (busctl monitor). -->\n"
+              "  <policy user=\"root\">\n"
+              "    <allow send_destination=\"org.freedesktop.DBus\" send_interface=\"org.freedesktop.DBus.Monitoring\"/>\n"
+              "  </policy>\n"
               "\n"
               "  <include>",
               f);

@@ -609,6 +609,8 @@ static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const 
                 }
                 break;
         case LOADER:
+                v[n++] = "--peer-user";
+                v[n++] = a->user;
                 if (a->frequency) {
                         v[n++] = "--frequency";
                         v[n++] = a->frequency;

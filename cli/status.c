@@ -10,9 +10,6 @@
 #include "cli.h"
 #include "view-options.h"
 
-#define EXIT_NOT_RUNNING 3
-
-
 static const struct {
         const char *component, *name, *path, *interface;
 } services[] = {

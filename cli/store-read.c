@@ -106,6 +106,14 @@ int ep_store_frame_name(const EpStoredFrame *f, const char *function, char **ret
         case EP_FRAME_ABORT:
                 r = asprintf(&name, "[unwinding stopped: %s]", ep_stop_reason_name(f->addr) ?: "unknown reason");
                 break;
+        case EP_FRAME_CPYTHON:
+                kind = EP_VIEW_PYTHON;
+                module = "python";
+                if (function)
+                        r = asprintf(&name, "%s", function);
+                else
+                        r = asprintf(&name, "[python code 0x%" PRIx64 "]", (uint64_t) EP_FRAME_CPYTHON_CODE(f->addr));
+                break;
         case EP_FRAME_UNMAPPED:
         default:
                 /* Named from the process's perf map (JIT code), the name as the JIT wrote it. */

@@ -33,6 +33,7 @@ enum {
         PROP_RETENTION_DELETED_ROWS,
         PROP_RETENTION_BYTES_RECLAIMED,
         PROP_RETENTION_LAST_RUN_NS,
+        PROP_TABLE_RESTARTS,
         _PROP_MAX,
 };
 
@@ -58,6 +59,7 @@ static const char *const prop_names[_PROP_MAX] = {
         [PROP_RETENTION_DELETED_ROWS] = "RetentionDeletedRows",
         [PROP_RETENTION_BYTES_RECLAIMED] = "RetentionBytesReclaimed",
         [PROP_RETENTION_LAST_RUN_NS] = "RetentionLastRunNs",
+        [PROP_TABLE_RESTARTS] = "TableRestarts",
 };
 
 _Static_assert(_PROP_MAX <= ELEMENTSOF(((Collector *) 0)->props_sent), "props_sent too small");
@@ -109,6 +111,8 @@ static uint64_t prop_value(const Collector *c, int p) {
                 return c->retention.counters.bytes_reclaimed;
         case PROP_RETENTION_LAST_RUN_NS:
                 return c->retention.counters.last_run_ns;
+        case PROP_TABLE_RESTARTS:
+                return c->table_restarts;
         default:
                 return 0;
         }
@@ -167,15 +171,61 @@ static int method_open_export_ring(sd_bus_message *m, void *userdata, sd_bus_err
         return sd_bus_reply_method_return(m, "hh", memfd, efd);
 }
 
-static int method_flush(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        Collector *c = userdata;
-        int r;
+/* Closes the interval for a Flush() call (answered once the interval is written). */
+static int flush_now(Collector *c, sd_bus_message *m) {
+        int r = collector_close_interval(c, m);
 
-        r = collector_close_interval(c, m);
         if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot close the interval: %m");
+                return sd_bus_reply_method_errnof(m, r, "Cannot close the interval: %m");
         if (c->interval_timer)
                 (void) rearm(c->interval_timer, c->interval_ns);
+        return 0;
+}
+
+typedef struct FlushCall {
+        Collector *c;
+        sd_bus_message *m;
+} FlushCall;
+
+static void flush_call_free(void *userdata) {
+        FlushCall *f = userdata;
+
+        sd_bus_message_unref(f->m);
+        free(f);
+}
+
+static int on_loader_drained(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        FlushCall *f = userdata;
+
+        /* A loader that is gone or refuses leaves only what already is in the ring. */
+        if (sd_bus_message_is_method_error(reply, NULL))
+                log_debug("Loader1.Drain() failed: %s", sd_bus_message_get_error(reply)->message);
+        (void) flush_now(f->c, f->m);
+        return 0;
+}
+
+/* What the loader still holds in the BPF ring buffer is sampled too: it drains first. */
+static int method_flush(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
+        Collector *c = userdata;
+        FlushCall *f = NULL;
+        int r = -ENOTCONN;
+
+        if (c->trace_ring)
+                f = calloc(1, sizeof *f);
+        if (f) {
+                *f = (FlushCall) { .c = c, .m = sd_bus_message_ref(m) };
+                r = sd_bus_call_method_async(c->daemon.bus, &slot, EP_BUS_LOADER, EP_PATH_LOADER,
+                                             EP_IFACE_LOADER, "Drain", on_loader_drained, f, "");
+                if (r >= 0)
+                        r = sd_bus_slot_set_destroy_callback(slot, flush_call_free);
+                if (r < 0)
+                        flush_call_free(f); /* no slot, or one that does not free it */
+                else
+                        r = sd_bus_slot_set_floating(slot, true); /* on failure, the unref frees f */
+        }
+        if (r < 0)
+                (void) flush_now(c, m); /* without the loader's drain */
         return 1; /* answered once the interval is written */
 }
 
@@ -211,10 +261,13 @@ static const sd_bus_vtable collector_vtable[] = {
         COUNTER("RetentionDeletedRows"),
         COUNTER("RetentionBytesReclaimed"),
         COUNTER("RetentionLastRunNs"),
-        /* Access is restricted by the bus policy (units/org.ebpfprofiler.conf). */
+        COUNTER("TableRestarts"),
+        /* Access is restricted by the bus policy (units/org.ebpfprofiler.conf): OpenExportRing to
+         * root and the exporter's user. Flush is root's by the policy and not unprivileged here:
+         * sd-bus also refuses callers that have neither our UID nor root's (or CAP_SYS_ADMIN). */
         SD_BUS_METHOD_WITH_NAMES("OpenExportRing", "", "", "hh", SD_BUS_PARAM(ring) SD_BUS_PARAM(eventfd),
                                  method_open_export_ring, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("Flush", "", "", method_flush, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Flush", "", "", method_flush, 0),
         SD_BUS_VTABLE_END,
 };
 
@@ -502,10 +555,10 @@ int collector_bus_setup(Collector *c) {
 
         r = add_timer(c, &c->interval_timer, c->interval_ns, 10 * NSEC_PER_MSEC, on_interval_timer);
         if (r >= 0)
-                r = add_timer(c, &c->drain_timer, COLLECTOR_DRAIN_PERIOD_NS, 20 * NSEC_PER_MSEC,
+                r = add_timer(c, &c->drain_timer, COLLECTOR_DRAIN_PERIOD_NS, COLLECTOR_DRAIN_PERIOD_NS / 4,
                               on_drain_timer);
         if (r >= 0)
-                r = add_timer(c, &c->props_timer, COLLECTOR_PROPERTIES_PERIOD_NS, 100 * NSEC_PER_MSEC,
+                r = add_timer(c, &c->props_timer, COLLECTOR_PROPERTIES_PERIOD_NS, COLLECTOR_PROPERTIES_PERIOD_NS / 4,
                               on_props_timer);
         /* The first run (at start) applies the limits to what an earlier run left. */
         if (r >= 0)

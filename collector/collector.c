@@ -15,6 +15,7 @@ int collector_init(Collector *c) {
 
         *c = (Collector) {
                 .interval_ns = COLLECTOR_DEFAULT_INTERVAL_NS,
+                .max_frames = COLLECTOR_MAX_FRAMES,
                 .frequency_hz = COLLECTOR_DEFAULT_FREQUENCY_HZ,
                 .next_seq = 1,
         };
@@ -184,6 +185,36 @@ static void answer_waiters(Collector *c, int error) {
         c->n_waiters = 0;
 }
 
+/* Frames and stacks are interned for the collector's life, so new code (compilers, churn
+ * of executables, JIT) made the tables grow without end. Past the limit they start over, at
+ * the one moment nothing refers to their indices: right after an interval was written, with
+ * the new one still empty and no symbol asked or queued. Everything is in the store; what is
+ * seen again is interned again, found in the store by its identity and answered from the
+ * symbolizer's caches. Files and processes stay (processes are freed by process_table_gc). */
+static void restart_tables(Collector *c, size_t frames_used) {
+        FrameTable frames;
+        StackTable stacks;
+
+        if (c->frames.n <= MAX((size_t) c->max_frames, 4 * frames_used) || c->closing ||
+            c->current->n_samples > 0 || c->pending_symbols > 0 || c->n_dirty_frames > 0)
+                return;
+        if (frame_table_init(&frames) < 0)
+                return;
+        if (stack_table_init(&stacks) < 0) {
+                frame_table_done(&frames);
+                return;
+        }
+        log_debug("Starting the frame and stack tables over (%zu frames, %zu stacks).", c->frames.n,
+                  c->stacks.n);
+        frame_table_done(&c->frames);
+        stack_table_done(&c->stacks);
+        c->frames = frames;
+        c->stacks = stacks;
+        for (size_t i = 0; i < c->processes.n; i++)
+                c->processes.items[i].pinned = false; /* no frame refers to them any more */
+        c->table_restarts++;
+}
+
 void collector_finish_closing(Collector *c) {
         _cleanup_(interval_freep) Interval *iv = TAKE_PTR(c->closing);
         int64_t id = 0;
@@ -220,6 +251,7 @@ void collector_finish_closing(Collector *c) {
                                  "%zu stacks, %zu frames", c->intervals, c->samples_written,
                                  c->stacks.n, c->frames.n);
 
+        restart_tables(c, c->closing_refs.n_frames);
         process_table_gc(&c->processes, iv->seq);
         interval_refs_done(&c->closing_refs);
         answer_waiters(c, r);

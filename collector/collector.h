@@ -25,9 +25,14 @@
 #define COLLECTOR_DEFAULT_INTERVAL_NS (5 * NSEC_PER_SEC)
 #define COLLECTOR_DEFAULT_FREQUENCY_HZ 20
 #define COLLECTOR_SYMBOL_WAIT_NS (1500 * NSEC_PER_MSEC)
-#define COLLECTOR_DRAIN_PERIOD_NS (100 * NSEC_PER_MSEC)
+/* The trace ring's eventfd wakes the collector; the drain timer is a safety net (a wake-up
+ * missed, a request that found the symbolizer's ring full) and needs no haste. */
+#define COLLECTOR_DRAIN_PERIOD_NS (1 * NSEC_PER_SEC)
 #define COLLECTOR_PROPERTIES_PERIOD_NS (2 * NSEC_PER_SEC)
 #define COLLECTOR_EXPORT_RING_SIZE (8u << 20)
+/* Frames kept in memory (and the stacks made of them) before the tables start over, or four
+ * times the frames the last interval used if that is more (collector_finish_closing). */
+#define COLLECTOR_MAX_FRAMES 8192u
 
 /* Everything one interval uses, collected when it closes; each list holds table indices. */
 typedef struct IntervalRefs {
@@ -51,6 +56,7 @@ typedef struct Collector {
         /* configuration */
         char *store_path;
         uint64_t interval_ns;
+        uint32_t max_frames; /* COLLECTOR_MAX_FRAMES */
 
         /* de-duplication tables */
         FileTable files;
@@ -94,6 +100,7 @@ typedef struct Collector {
         uint64_t traces;
         uint64_t decode_errors;
         uint64_t intervals;
+        uint64_t table_restarts; /* the frame and stack tables started over */
         uint64_t samples_written;
         uint64_t export_drops;
         uint64_t store_errors;

@@ -8,7 +8,7 @@
 
 typedef struct FrameKey {
         uint64_t addr;
-        uint32_t file; /* EP_FRAME_UNMAPPED: the process (such frames have no file) */
+        uint32_t file; /* per-process kinds (UNMAPPED, CPYTHON): the process; they have no file */
         uint8_t kind;
         uint8_t flags;
         uint16_t zero;
@@ -32,7 +32,7 @@ void frame_table_done(FrameTable *t) {
 
 int frame_table_intern(FrameTable *t, uint8_t kind, uint8_t flags, uint32_t file, uint32_t process,
                        uint64_t addr, uint32_t *ret_idx) {
-        bool unmapped = kind == EP_FRAME_UNMAPPED;
+        bool unmapped = ep_frame_kind_per_process(kind);
         FrameKey key = {
                 .addr = addr,
                 .file = unmapped ? process : file,

@@ -26,11 +26,16 @@ int trace_msg_validate(const void *payload, size_t len) {
         return 0;
 }
 
-/* An UNMAPPED frame the symbolizer could not name is asked again when a later trace uses it,
- * this many times at most, and no sooner than this many intervals after the last request: a
- * JIT writes its perf map lazily, and may create the map after its first samples. */
-#define UNMAPPED_MAX_ASKS 3
-#define UNMAPPED_ASK_AGAIN_INTERVALS 2
+/* A per-process frame the symbolizer could not name is asked again when a later trace uses
+ * it, this many times at most, 1, 2, 4, then 8 intervals after the last request: a JIT writes
+ * its perf map lazily and may create it after its first samples, and the symbolizer gives a
+ * process without a map a while before it looks again (EP_JIT_MISSING_RETRY_NS). With 2 s
+ * intervals the asks span 30 s. */
+#define UNMAPPED_MAX_ASKS 5
+
+static unsigned intervals_between_asks(unsigned asks_so_far) {
+        return asks_so_far == 0 ? 0 : 1u << MIN(asks_so_far - 1, 15u);
+}
 
 static int queue_unmapped(Collector *c, uint32_t idx) {
         Frame *f = frame_table_get(&c->frames, idx);
@@ -49,6 +54,8 @@ static int frame_is_new(Collector *c, uint32_t idx) {
                 return collector_sym_queue_frame(c, idx);
         case EP_FRAME_UNMAPPED:
                 /* JIT code: named from the process's perf map, if it has one. */
+        case EP_FRAME_CPYTHON:
+                /* A code object in that process's memory. */
                 return queue_unmapped(c, idx);
         default:
                 /* Nothing a symbolizer could name (unwind stop markers). */
@@ -61,9 +68,9 @@ static int frame_is_new(Collector *c, uint32_t idx) {
 static int frame_seen_again(Collector *c, uint32_t idx) {
         Frame *f = frame_table_get(&c->frames, idx);
 
-        if (f->kind != EP_FRAME_UNMAPPED || f->sym_state != SYM_STATE_DONE || f->status == EP_SYM_OK ||
+        if (!ep_frame_kind_per_process(f->kind) || f->sym_state != SYM_STATE_DONE || f->status == EP_SYM_OK ||
             f->sym_asks >= UNMAPPED_MAX_ASKS ||
-            (uint16_t) ((uint16_t) c->current->seq - f->asked_seq) < UNMAPPED_ASK_AGAIN_INTERVALS)
+            (uint16_t) ((uint16_t) c->current->seq - f->asked_seq) < intervals_between_asks(f->sym_asks))
                 return 0;
         return queue_unmapped(c, idx);
 }
@@ -110,7 +117,7 @@ static int intake_trace(Collector *c, const void *payload, size_t len) {
                 if (r < 0)
                         return r;
                 if (r > 0) {
-                        if (f->kind == EP_FRAME_UNMAPPED)
+                        if (ep_frame_kind_per_process(f->kind))
                                 p->pinned = true;
                         r = frame_is_new(c, ids[i]);
                 } else

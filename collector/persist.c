@@ -96,9 +96,9 @@ static int put_refs(Collector *c, const IntervalRefs *refs, Undo *undo) {
 
                 if (f->store_id != 0)
                         continue;
-                if (f->kind == EP_FRAME_UNMAPPED) {
-                        /* frames.file is processes.id for them: JIT addresses mean something in
-                         * one process only. Its samples are in this interval, so it is among
+                if (ep_frame_kind_per_process(f->kind)) {
+                        /* frames.file is processes.id for them: JIT and Python code addresses
+                         * mean something in one process only. Its samples are in this interval, so it is among
                          * the processes above; written here should that ever not hold. */
                         Process *p = &c->processes.items[f->process];
 

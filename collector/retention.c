@@ -355,7 +355,8 @@ static int gc_frames(Retention *rt, Store *s, RetentionDeleted *d) {
         return 0;
 }
 
-/* Processes no sample and no JIT frame (frames.file of an EP_FRAME_UNMAPPED row) names, then
+/* Processes no sample and no per-process frame (frames.file of an EP_FRAME_UNMAPPED or
+ * EP_FRAME_CPYTHON row) names, then
  * files no native frame names. Both tables are small; the frame checks use UNIQUE(kind, file,
  * addr). */
 static int gc_owners(Retention *rt, Store *s, RetentionDeleted *d) {
@@ -369,7 +370,7 @@ static int gc_owners(Retention *rt, Store *s, RetentionDeleted *d) {
         if (r >= 0)
                 r = prepare(s, processes
                             ? "DELETE FROM processes WHERE last_interval < ?1 AND "
-                              "NOT EXISTS (SELECT 1 FROM frames WHERE kind = 3 AND file = processes.id) RETURNING id"
+                              "NOT EXISTS (SELECT 1 FROM frames WHERE kind IN (3, 5) AND file = processes.id) RETURNING id"
                             : "DELETE FROM files WHERE NOT EXISTS (SELECT 1 FROM frames WHERE kind = 1 AND file = files.id) "
                               "RETURNING id",
                             &st);

@@ -69,7 +69,7 @@ int store_update_frame_symbol(Store *s, int64_t id, const StoreSymbol *sym);
 /* frame_ids leaf first. The row is found by a 16-byte hash of the frames blob. */
 int store_put_stack(Store *s, const int64_t *frame_ids, size_t n, int64_t *ret_id);
 /* The hash store_put_stack uses: first 16 bytes of SHA-256 over the frames blob. */
-int store_stack_hash(const void *blob, size_t size, uint8_t ret[STORE_STACK_HASH_SIZE]);
+void store_stack_hash(const void *blob, size_t size, uint8_t ret[STORE_STACK_HASH_SIZE]);
 
 int store_put_process(Store *s, uint32_t pid, uint64_t start_time_ns, const char *comm,
                       const char *exe, const char *container_id, int64_t *ret_id);

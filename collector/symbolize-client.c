@@ -92,8 +92,9 @@ static int send_frame_request(Collector *c, uint32_t idx) {
                 .path = file ? file->path : "",
         };
         memcpy(msg.file_id, file ? file->file_id : no_file_id, EP_FILE_ID_SIZE);
-        if (f->kind == EP_FRAME_UNMAPPED) {
-                /* Named from that process's perf map; the start time tells a reused pid apart.
+        if (ep_frame_kind_per_process(f->kind)) {
+                /* Named from that process's perf map or memory; the start time tells a reused
+                 * pid apart.
                  * The entry is pinned while the frame exists. */
                 const Process *p = process_table_get(&c->processes, f->process);
 

@@ -35,6 +35,8 @@ void ep_daemon_status(EpDaemon *d, const char *format, ...) _printf_(2, 3);
  * the same; a daemon handing out descriptors checks again). 0 when allowed, else a negative
  * errno with *error set to AccessDenied saying "Only root or ... may <what>". */
 int ep_bus_check_caller_privileged(sd_bus_message *m, sd_bus_error *error, const char *what);
+/* The same, allowing root and peer_uid (UID_INVALID: root only). */
+int ep_bus_check_caller_uid(sd_bus_message *m, sd_bus_error *error, uid_t peer_uid, const char *what);
 
 /* Emits PropertiesChanged for the NULL-terminated list of property names. */
 void ep_daemon_properties_changed(EpDaemon *d, const char *first, ...);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-#include <openssl/evp.h>
 #include <sys/stat.h>
 
 #include "file-id.h"
 #include "macro.h"
+#include "sha256.h"
 
 #define HTLHASH_CHUNK 4096
 
@@ -24,12 +24,11 @@ static int read_full_at(int fd, void *buf, size_t n, off_t off) {
 }
 
 int ep_file_id_from_fd(int fd, uint8_t ret_id[EP_FILE_ID_SIZE], uint64_t *ret_size) {
-        uint8_t head[HTLHASH_CHUNK], tail[HTLHASH_CHUNK], len_be[8], digest[EVP_MAX_MD_SIZE];
-        unsigned digest_len = 0;
+        uint8_t head[HTLHASH_CHUNK], tail[HTLHASH_CHUNK], len_be[8], digest[EP_SHA256_SIZE];
         struct stat st;
         size_t head_n, tail_n;
         uint64_t size;
-        EVP_MD_CTX *ctx;
+        EpSha256 sha;
         int r;
 
         if (fstat(fd, &st) < 0)
@@ -48,17 +47,11 @@ int ep_file_id_from_fd(int fd, uint8_t ret_id[EP_FILE_ID_SIZE], uint64_t *ret_si
         for (int i = 0; i < 8; i++)
                 len_be[i] = (uint8_t) (size >> (56 - 8 * i));
 
-        ctx = EVP_MD_CTX_new();
-        if (!ctx)
-                return -ENOMEM;
-        if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 || EVP_DigestUpdate(ctx, head, head_n) != 1 ||
-            EVP_DigestUpdate(ctx, tail, tail_n) != 1 || EVP_DigestUpdate(ctx, len_be, sizeof len_be) != 1 ||
-            EVP_DigestFinal_ex(ctx, digest, &digest_len) != 1 || digest_len < EP_FILE_ID_SIZE)
-                r = -EIO;
-        EVP_MD_CTX_free(ctx);
-        if (r < 0)
-                return r;
-
+        ep_sha256_init(&sha);
+        ep_sha256_update(&sha, head, head_n);
+        ep_sha256_update(&sha, tail, tail_n);
+        ep_sha256_update(&sha, len_be, sizeof len_be);
+        ep_sha256_final(&sha, digest);
         memcpy(ret_id, digest, EP_FILE_ID_SIZE);
         if (ret_size)
                 *ret_size = size;

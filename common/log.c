@@ -3,7 +3,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <systemd/sd-journal.h>
 
 #include "log.h"
@@ -11,6 +13,28 @@
 static const char *log_ident = "ebpf-profiler";
 static int log_max_level = LOG_INFO;
 static bool log_to_journal;
+static _Thread_local pid_t log_context_pid;
+static _Thread_local const char *log_context_file;
+
+pid_t log_context_push_pid(pid_t pid) {
+        pid_t old = log_context_pid;
+        log_context_pid = pid;
+        return old;
+}
+
+void log_context_pop_pid(pid_t *saved) {
+        log_context_pid = *saved;
+}
+
+const char *log_context_push_file(const char *path) {
+        const char *old = log_context_file;
+        log_context_file = path;
+        return old;
+}
+
+void log_context_pop_file(const char **saved) {
+        log_context_file = *saved;
+}
 
 /* journald sets JOURNAL_STREAM to "dev:inode" of the stream it connected to stderr; only when
  * it matches our stderr are we really talking to the journal. */
@@ -66,6 +90,57 @@ int log_parse_level(const char *s) {
         return -EINVAL;
 }
 
+#define JOURNAL_FIELDS_MAX 12
+
+typedef struct JournalEntry {
+        struct iovec iov[JOURNAL_FIELDS_MAX];
+        size_t n;
+} JournalEntry;
+
+static void journal_entry_done(JournalEntry *e) {
+        for (size_t i = 0; i < e->n; i++)
+                free(e->iov[i].iov_base);
+}
+
+_printf_(2, 3) static void journal_field(JournalEntry *e, const char *format, ...) {
+        va_list ap;
+        char *s;
+        int len;
+
+        if (e->n >= JOURNAL_FIELDS_MAX)
+                return;
+        va_start(ap, format);
+        len = vasprintf(&s, format, ap);
+        va_end(ap);
+        if (len < 0)
+                return;
+        e->iov[e->n++] = (struct iovec) { s, (size_t) len };
+}
+
+/* One journal entry: the message, its priority and origin, and what it is about. OBJECT_PID
+ * makes journald add that process's OBJECT_COMM, OBJECT_EXE, ... (for a privileged sender);
+ * EP_FILE names the file being worked on. */
+static void send_to_journal(int level, int error, const char *file, int line, const char *func,
+                            const char *message_id, const char *message) {
+        _cleanup_(journal_entry_done) JournalEntry e = {};
+
+        journal_field(&e, "MESSAGE=%s", message);
+        journal_field(&e, "PRIORITY=%d", level);
+        journal_field(&e, "SYSLOG_IDENTIFIER=%s", log_ident);
+        journal_field(&e, "CODE_FILE=%s", file);
+        journal_field(&e, "CODE_LINE=%d", line);
+        journal_field(&e, "CODE_FUNC=%s", func);
+        if (error > 0)
+                journal_field(&e, "ERRNO=%d", error);
+        if (message_id)
+                journal_field(&e, "MESSAGE_ID=%s", message_id);
+        if (log_context_pid > 0)
+                journal_field(&e, "OBJECT_PID=%d", (int) log_context_pid);
+        if (log_context_file)
+                journal_field(&e, "EP_FILE=%s", log_context_file);
+        (void) sd_journal_sendv(e.iov, (int) e.n);
+}
+
 int log_internal(int level, int error, const char *file, int line, const char *func,
                  const char *message_id, const char *format, ...) {
         char buf[2048];
@@ -81,19 +156,9 @@ int log_internal(int level, int error, const char *file, int line, const char *f
         vsnprintf(buf, sizeof buf, format, ap);
         va_end(ap);
 
-        if (log_to_journal) {
-                char codeline[16];
-                snprintf(codeline, sizeof codeline, "%d", line);
-                if (message_id)
-                        sd_journal_send("MESSAGE=%s", buf, "PRIORITY=%d", level, "SYSLOG_IDENTIFIER=%s",
-                                        log_ident, "MESSAGE_ID=%s", message_id, "CODE_FILE=%s", file,
-                                        "CODE_LINE=%s", codeline, "CODE_FUNC=%s", func, "ERRNO=%d", error,
-                                        NULL);
-                else
-                        sd_journal_send("MESSAGE=%s", buf, "PRIORITY=%d", level, "SYSLOG_IDENTIFIER=%s",
-                                        log_ident, "CODE_FILE=%s", file, "CODE_LINE=%s", codeline,
-                                        "CODE_FUNC=%s", func, "ERRNO=%d", error, NULL);
-        } else
+        if (log_to_journal)
+                send_to_journal(level, error, file, line, func, message_id, buf);
+        else
                 fprintf(stderr, "%s: %s\n", log_ident, buf);
 
         return -error;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdarg.h>
+#include <sys/types.h>
 #include <syslog.h>
 
 #include "macro.h"
@@ -34,6 +35,20 @@ int log_internal(int level, int error, const char *file, int line, const char *f
 #define log_notice_errno(e, ...) log_full_errno(LOG_NOTICE, (e), __VA_ARGS__)
 #define log_warning_errno(e, ...) log_full_errno(LOG_WARNING, (e), __VA_ARGS__)
 #define log_error_errno(e, ...) log_full_errno(LOG_ERR, (e), __VA_ARGS__)
+
+/* What the messages logged in a scope are about, as journal fields: OBJECT_PID= (journald adds
+ * the process's comm, exe and cmdline) and EP_FILE=. Per thread; restored when the scope ends.
+ *   LOG_CONTEXT_PID(pid);
+ *   LOG_CONTEXT_FILE(path); */
+pid_t log_context_push_pid(pid_t pid);
+void log_context_pop_pid(pid_t *saved);
+const char *log_context_push_file(const char *path);
+void log_context_pop_file(const char **saved);
+#define LOG_CONTEXT_PID(pid) \
+        _cleanup_(log_context_pop_pid) _unused_ pid_t UNIQ_T(log_ctx_pid_, __COUNTER__) = log_context_push_pid(pid)
+#define LOG_CONTEXT_FILE(path) \
+        _cleanup_(log_context_pop_file) _unused_ const char *UNIQ_T(log_ctx_file_, __COUNTER__) = \
+                log_context_push_file(path)
 
 /* Key events carry a MESSAGE_ID so they can be found with journalctl MESSAGE_ID=... */
 #define log_struct_id(level, id, ...) \

@@ -5,12 +5,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "config.h"
 #define EP_VERSION_STRING EP_VERSION
 
 #define _unused_ __attribute__((unused))
+#define UID_INVALID ((uid_t) -1)
+/* A name unique in its translation unit, for variables a macro declares. */
+#define UNIQ_T_CAT(a, b) a##b
+#define UNIQ_T(prefix, n) UNIQ_T_CAT(prefix, n)
 #define _pure_ __attribute__((pure))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
 #define _likely_(x) __builtin_expect(!!(x), 1)
@@ -23,6 +28,7 @@
 
 #define NSEC_PER_SEC 1000000000ULL
 #define NSEC_PER_MSEC 1000000ULL
+#define NSEC_PER_USEC 1000ULL
 #define USEC_PER_SEC 1000000ULL
 
 /* Cleanup helpers: every early return releases what the scope owns. */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdatomic.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -11,6 +12,7 @@
 #define RING_HEADER_SIZE 4096u
 #define RING_MIN_DATA (64u * 1024u)
 #define RING_MAX_DATA (1u << 30)
+#define RING_RELEASE_CHUNK (256u * 1024u)
 #define REC_HDR sizeof(EpRingRecord)
 
 /* The shared header. Producer and consumer positions sit on separate cache lines; both only
@@ -34,6 +36,9 @@ struct EpRing {
         size_t map_size, data_size;
         uint64_t pending_head; /* producer: end of the reserved record */
         uint64_t pending_tail; /* consumer: end of the peeked record */
+        uint64_t released;     /* producer: the pages of positions before this were given back */
+        size_t release_chunk;  /* producer: pages are given back this many bytes at a time */
+        bool release_failed;   /* producer: the memfd cannot punch holes; keep everything */
 };
 
 static size_t round_pow2(size_t n) {
@@ -81,6 +86,7 @@ int ep_ring_create(const char *name, size_t data_size, EpRing **ret) {
         r->shared->magic = RING_MAGIC;
         r->shared->header_size = RING_HEADER_SIZE;
         r->shared->data_size = r->data_size;
+        r->release_chunk = MIN(RING_RELEASE_CHUNK, r->data_size / 4);
         *ret = TAKE_PTR(r);
         return 0;
 }
@@ -121,6 +127,8 @@ int ep_ring_attach(int memfd, int eventfd_, EpRing **ret) {
 
         r->pending_head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
         r->pending_tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+        r->released = r->pending_tail;
+        r->release_chunk = MIN(RING_RELEASE_CHUNK, r->data_size / 4);
         *ret = TAKE_PTR(r);
         return 0;
 }
@@ -153,6 +161,38 @@ static void count_drop(EpRing *r) {
         atomic_fetch_add_explicit(&r->shared->records_dropped, 1, memory_order_relaxed);
 }
 
+/* Gives the pages of consumed records back to the kernel (a hole punched in the memfd), so a
+ * ring holds in memory only what is unread plus up to two chunks, whatever its size: without
+ * this every page of a ring stays resident in both peers once the positions went round it.
+ * The producer does it, not the consumer: positions below tail are read and done with, and
+ * nobody but the producer writes their pages again -- later, after this returns (the kernel
+ * then hands it fresh zero pages). Only the free space is released: positions [head - size,
+ * tail), whose pages are those of the positions [head, tail + size) not written yet; a position
+ * below head - size shares its page with one below head, which may be unread. Whole chunks
+ * only, at most one call per chunk the consumer goes through. */
+static void release_consumed(EpRing *r, uint64_t head, uint64_t tail) {
+        uint64_t chunk = r->release_chunk, start, end;
+
+        if (r->release_failed)
+                return;
+        start = MAX(r->released, head > r->data_size ? head - r->data_size : 0);
+        start = (start + chunk - 1) / chunk * chunk;
+        end = tail / chunk * chunk;
+        if (end <= start)
+                return;
+        while (start < end) {
+                size_t off = start & (r->data_size - 1), n = MIN(end - start, r->data_size - off);
+
+                if (fallocate(r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                              (off_t) (RING_HEADER_SIZE + off), (off_t) n) < 0) {
+                        r->release_failed = true; /* e.g. a seccomp filter: memory as before */
+                        return;
+                }
+                start += n;
+        }
+        r->released = end;
+}
+
 void *ep_ring_reserve(EpRing *r, uint16_t type, uint32_t len) {
         uint64_t head, tail, total, pad = 0;
         size_t off, contiguous;
@@ -165,6 +205,7 @@ void *ep_ring_reserve(EpRing *r, uint16_t type, uint32_t len) {
         total = REC_HDR + ALIGN8((uint64_t) len);
         head = atomic_load_explicit(&r->shared->head, memory_order_relaxed);
         tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+        release_consumed(r, head, tail);
         off = head & (r->data_size - 1);
         contiguous = r->data_size - off;
         if (contiguous < total)

@@ -22,8 +22,23 @@ enum {
         EP_FRAME_UNMAPPED = 3, /* addr is a process virtual address in no known file mapping
                                 * (anonymous memory, JIT without a perf map, vdso before sync) */
         EP_FRAME_ABORT = 4,    /* unwinding stopped early here; addr holds the stop reason */
+        EP_FRAME_CPYTHON = 5,  /* a CPython frame of process pid (per process, like UNMAPPED):
+                                * addr bits 0-47 are the PyCodeObject's address, bits 48-63 the
+                                * byte offset of the current instruction in the code's bytecode
+                                * (saturated at 0xffff); see EP_FRAME_CPYTHON_ADDR() */
         _EP_FRAME_KIND_MAX,
 };
+
+#define EP_FRAME_CPYTHON_ADDR(code, offset) \
+        (((uint64_t) (code) & ((1ULL << 48) - 1)) | ((uint64_t) ((offset) > 0xffff ? 0xffff : (offset)) << 48))
+#define EP_FRAME_CPYTHON_CODE(addr) ((addr) & ((1ULL << 48) - 1))
+#define EP_FRAME_CPYTHON_OFFSET(addr) ((uint32_t) ((addr) >> 48))
+
+/* Frames whose address means something only in their process (the collector keys them by
+ * process, the symbolizer needs the process). */
+static inline int ep_frame_kind_per_process(unsigned kind) {
+        return kind == EP_FRAME_UNMAPPED || kind == EP_FRAME_CPYTHON;
+}
 
 /* Frame flags. */
 enum {

@@ -74,6 +74,8 @@ const char *otlp_frame_type(uint8_t kind) {
                 return "native";
         case EP_FRAME_KERNEL:
                 return "kernel";
+        case EP_FRAME_CPYTHON:
+                return "cpython";
         case EP_FRAME_ABORT:
                 return "abort-marker";
         default:

@@ -22,15 +22,16 @@ build_pkgs=(
         build-essential clang llvm meson ninja-build pkg-config
         libbpf-dev bpftool libelf-dev libdw-dev libsystemd-dev
         libprotobuf-c-dev protobuf-c-compiler libcurl4-openssl-dev
-        libsqlite3-dev zlib1g-dev libzstd-dev libssl-dev dbus
+        libsqlite3-dev zlib1g-dev libzstd-dev dbus
         # C++ and Rust demangling (the symbolizer links its static libiberty)
         libiberty-dev
+        # libFuzzer's runtime: the fuzz targets are built whenever clang is there
+        libclang-rt-14-dev
 )
 test_pkgs=(
         protobuf-compiler python3-protobuf python3-pytest gdb linux-perf
         # the OTLP/gRPC receiver of the export tests
         python3-grpcio
-        libclang-rt-14-dev
         # workloads of the native-unwinding tests (Debian's own stripped programs)
         xz-utils openssl sqlite3 gzip
         # names glibc's internal frames (__libc_start_call_main, start_thread) in the tests
@@ -39,6 +40,10 @@ test_pkgs=(
         golang-go
         # renders the HTML flame graph in the tests (headless)
         chromium
+        # the Debian package (scripts/build-deb.sh, tests/system): build, lint, man pages,
+        # bash completion, and the systemd-nspawn container it is installed in
+        debhelper dpkg-dev fakeroot lintian groff-base bash-completion
+        debootstrap systemd-container
 )
 want=("${build_pkgs[@]}")
 [ "$test_deps" = 1 ] && want+=("${test_pkgs[@]}")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up and runs every test: unit tests (also under ASan+UBSan), then the
-# end-to-end tests (root: BPF, perf events, the four daemons on a private bus).
+# end-to-end tests (root: BPF, perf events, the four daemons on a private bus), then the system
+# tests (the Debian package, and the service under systemd in a systemd-nspawn container).
 # Ends with one line: "N passed, N failed[, N skipped]".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,11 +21,19 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 meson test -C build --no-rebuild --print-errorlogs
 meson test -C build-sanitize --no-rebuild --suite unit --print-errorlogs
 
-/usr/bin/python3 -m pytest -p no:cacheprovider -v --junitxml="$results/e2e.xml" tests/integration
+# One line per failure (its assertion message), so that every failure of a run is in view in a
+# CI log; `pytest --tb=long tests/integration/test_x.py` shows the rest.
+/usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --junitxml="$results/e2e.xml" tests/integration
 pytest_rc=$?
 
+# The Debian package: built, linted, then installed and run under systemd in a booted container.
+/usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --junitxml="$results/system.xml" tests/system
+system_rc=$?
+
 /usr/bin/python3 scripts/test-summary.py build/meson-logs/testlog.json \
-        build-sanitize/meson-logs/testlog.json "$results/e2e.xml"
+        build-sanitize/meson-logs/testlog.json "$results/e2e.xml" "$results/system.xml"
 summary_rc=$?
-[ "$pytest_rc" -le 1 ] || [ "$summary_rc" -ne 0 ] || summary_rc=1
+for rc in "$pytest_rc" "$system_rc"; do
+        [ "$rc" -le 1 ] || [ "$summary_rc" -ne 0 ] || summary_rc=1
+done
 exit $summary_rc

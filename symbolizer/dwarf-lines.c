@@ -80,6 +80,12 @@ uint64_t ep_dwarf_opens(void) {
         return lru.opens;
 }
 
+void ep_dwarf_drop_pages(void) {
+        for (EpDwarf *d = lru.head; d; d = d->next)
+                if (!d->own_map)
+                        ep_elf_drop_debug_pages(d->elf);
+}
+
 void ep_sym_lines_free(EpSymLine *lines, size_t n) {
         if (!lines)
                 return;
@@ -119,6 +125,8 @@ static void dwarf_close(EpDwarf *d) {
                 return;
         dwarf_end(d->dbg);
         d->dbg = NULL;
+        if (!d->own_map)
+                ep_elf_drop_debug_pages(d->elf); /* what it read of the shared image */
         if (d->own_elf)
                 elf_end(d->own_elf);
         d->own_elf = NULL;
@@ -144,6 +152,23 @@ static void dwarf_close(EpDwarf *d) {
 static void lru_trim(unsigned keep) {
         while (lru.n_open > keep && lru.tail)
                 dwarf_close(lru.tail);
+}
+
+/* Closes the least recently used handles but keep while the open handles' estimates add up
+ * to more than max_total_bytes: eight handles of up to max_handle_bytes each were more than
+ * the symbolizer's whole share of memory. */
+static void lru_trim_bytes(const EpDwarf *keep) {
+        uint64_t total = 0;
+
+        for (const EpDwarf *d = lru.head; d; d = d->next)
+                total += d->cost;
+        for (EpDwarf *d = lru.tail, *prev; d && total > limits()->max_total_bytes; d = prev) {
+                prev = d->prev;
+                if (d == keep)
+                        continue;
+                total -= d->cost;
+                dwarf_close(d);
+        }
 }
 
 void ep_dwarf_set_limits(const EpDwarfLimits *l) {
@@ -764,6 +789,7 @@ int ep_dwarf_lines(EpDwarf *d, uint64_t addr, EpSymLine **ret_lines, size_t *ret
         /* Bounded memory: libdw keeps every unit and line table it read until dwarf_end(). */
         if (d->dbg && (r == -EIO || d->cost > limits()->max_handle_bytes))
                 dwarf_close(d);
+        lru_trim_bytes(d);
         if (r == -EIO)
                 d->error = r;
         return r;

@@ -29,6 +29,7 @@
 typedef struct EpDwarfLimits {
         unsigned max_open;         /* Dwarf handles open at once */
         uint64_t max_handle_bytes; /* estimated bytes one handle may keep before it is reopened */
+        uint64_t max_total_bytes;  /* ... all open handles together (more: the oldest are closed) */
         uint64_t max_unit_bytes;   /* a compilation unit or line program bigger than this is skipped */
         uint64_t max_inflated;     /* compressed debug sections of one file, once inflated */
 } EpDwarfLimits;
@@ -36,7 +37,8 @@ typedef struct EpDwarfLimits {
 #define EP_DWARF_LIMITS_DEFAULT                         \
         ((EpDwarfLimits) {                              \
                 .max_open = 8,                          \
-                .max_handle_bytes = UINT64_C(96) << 20, \
+                .max_handle_bytes = UINT64_C(24) << 20, \
+                .max_total_bytes = UINT64_C(32) << 20,  \
                 .max_unit_bytes = UINT64_C(64) << 20,   \
                 .max_inflated = UINT64_C(512) << 20,    \
         })
@@ -46,6 +48,9 @@ void ep_dwarf_set_limits(const EpDwarfLimits *limits);
 /* Dwarf handles open right now, and how often one was opened (for tests and benchmarks). */
 unsigned ep_dwarf_open_handles(void);
 uint64_t ep_dwarf_opens(void);
+/* Drops what the open handles read of their files' mappings (not what libdw allocated): the
+ * pages are read again, from the page cache, by the next lookup that needs them. */
+void ep_dwarf_drop_pages(void);
 
 /* Whether f carries DWARF (a .debug_info with contents; not the NOBITS stub of a stripped file). */
 bool ep_dwarf_present(EpElfFile *f);

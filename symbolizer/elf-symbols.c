@@ -511,6 +511,50 @@ static int load_symbols(EpElfFile *f) {
         return f->symbols_error;
 }
 
+size_t ep_elf_kept_bytes(EpElfFile *f) {
+        static const GElf_Word types[] = { SHT_SYMTAB, SHT_DYNSYM };
+        size_t total = (size_t) sysconf(_SC_PAGESIZE); /* headers */
+
+        for (size_t i = 0; i < ELEMENTSOF(types); i++) {
+                Elf_Scn *scn = find_section_by_type(f->elf, types[i]), *names;
+                GElf_Shdr sh, nsh;
+
+                if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+                        continue;
+                size_t size = MIN((size_t) sh.sh_size, f->map_size);
+                total += size + (sh.sh_entsize ? size / sh.sh_entsize * sizeof(FuncSym) : 0);
+                names = elf_getscn(f->elf, sh.sh_link);
+                if (names && gelf_getshdr(names, &nsh) && nsh.sh_type != SHT_NOBITS)
+                        total += MIN((size_t) nsh.sh_size, f->map_size);
+                break;
+        }
+        return total;
+}
+
+void ep_elf_drop_debug_pages(EpElfFile *f) {
+        size_t page = (size_t) sysconf(_SC_PAGESIZE), shstrndx;
+        Elf_Scn *scn = NULL;
+
+        if (elf_getshdrstrndx(f->elf, &shstrndx) < 0)
+                return;
+        while ((scn = elf_nextscn(f->elf, scn))) {
+                GElf_Shdr sh;
+                const char *name;
+
+                if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS || sh.sh_size == 0 ||
+                    sh.sh_offset >= f->map_size)
+                        continue;
+                name = elf_strptr(f->elf, shstrndx, sh.sh_name);
+                if (!name || !startswith(name, ".debug_"))
+                        continue;
+                /* Whole pages inside the section only: its neighbours' pages stay. */
+                size_t lo = ((size_t) sh.sh_offset + page - 1) / page * page;
+                size_t hi = (size_t) MIN(sh.sh_offset + sh.sh_size, (uint64_t) f->map_size) / page * page;
+                if (hi > lo)
+                        (void) madvise(f->map + lo, hi - lo, MADV_DONTNEED);
+        }
+}
+
 int ep_elf_symbol_count(EpElfFile *f, size_t *ret_count, const char **ret_table) {
         int r = load_symbols(f);
         if (r < 0)

@@ -40,6 +40,14 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(EpElfFile *, ep_elf_free);
  * this daemon. Reads through them must be followed by ep_elf_check() to notice truncation. */
 Elf *ep_elf_handle(EpElfFile *f);
 size_t ep_elf_size(const EpElfFile *f);
+/* What the open file keeps resident for its symbols (for the resolver's budget of open files):
+ * the symbol table read in full, its string table, our 16 bytes a function. The rest of the
+ * mapping is resident only where read: DWARF, charged to its own handle (dwarf-lines.h),
+ * whose pages are dropped from this mapping when the handle closes. */
+size_t ep_elf_kept_bytes(EpElfFile *f);
+/* Drops the mapping's pages of .debug_* sections (they are read again from the page cache
+ * when needed): what a closed DWARF handle read stops counting in the symbolizer's memory. */
+void ep_elf_drop_debug_pages(EpElfFile *f);
 /* The read-only descriptor the file was opened from (owned by f), for a second, private
  * mapping: libdw inflates compressed sections by rewriting section headers in the image it
  * reads, which must not be the one ep_elf_lookup() reads. */

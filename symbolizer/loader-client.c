@@ -159,6 +159,51 @@ int ep_loader_client_open_perf_map(EpLoaderClient *c, uint32_t pid) {
         return r;
 }
 
+int ep_loader_client_open_process_memory(EpLoaderClient *c, uint32_t pid, char *runtime, size_t runtime_size,
+                                         uint32_t *ret_version) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        sd_bus_message *m = NULL, *reply = NULL;
+        const char *rt = NULL;
+        uint32_t version = 0;
+        int r, fd = -EBADF;
+
+        if (runtime_size > 0)
+                runtime[0] = '\0';
+        *ret_version = 0;
+        if (!ep_loader_client_present(c))
+                return -ENXIO;
+
+        r = sd_bus_message_new_method_call(c->daemon->bus, &m, EP_BUS_LOADER, EP_PATH_LOADER, EP_IFACE_LOADER,
+                                           "OpenProcessMemory");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "u", pid);
+        if (r >= 0)
+                r = sd_bus_call(c->daemon->bus, m, EP_LOADER_CALL_TIMEOUT_USEC, &error, &reply);
+        sd_bus_message_unref(m);
+        if (r < 0) {
+                int e = map_error(&error, r);
+                if (e != -ENOENT)
+                        log_debug_errno(r, "Loader call OpenProcessMemory failed: %s", error.message ?: "");
+                return e;
+        }
+
+        r = sd_bus_message_read(reply, "hsu", &fd, &rt, &version);
+        if (r >= 0) {
+                fd = fcntl(fd, F_DUPFD_CLOEXEC, 3); /* the message owns the one it carried */
+                r = fd < 0 ? -errno : fd;
+        }
+        if (r >= 0) {
+                snprintf(runtime, runtime_size, "%s", rt);
+                *ret_version = version;
+        }
+        sd_bus_message_unref(reply);
+        if (r < 0) {
+                log_debug_errno(r, "Bad reply to OpenProcessMemory: %m");
+                return -EIO;
+        }
+        return fd;
+}
+
 /* Reads the a(ttus) of ListBpfPrograms, refusing malformed entries (no length, wrapping) and
  * stopping at the bound. */
 static int read_bpf_programs(sd_bus_message *reply, EpBpfProgram **ret, size_t *ret_n) {
@@ -245,6 +290,11 @@ static int source_open_perf_map(void *userdata, uint32_t pid) {
         return ep_loader_client_open_perf_map(userdata, pid);
 }
 
+static int source_open_process_memory(void *userdata, uint32_t pid, char *runtime, size_t runtime_size,
+                                      uint32_t *ret_version) {
+        return ep_loader_client_open_process_memory(userdata, pid, runtime, runtime_size, ret_version);
+}
+
 static int source_list_bpf_programs(void *userdata, EpBpfProgram **ret, size_t *ret_n) {
         return ep_loader_client_list_bpf_programs(userdata, ret, ret_n);
 }
@@ -256,6 +306,7 @@ EpFileSource ep_loader_client_source(EpLoaderClient *c) {
                 .open_kernel_modules = source_open_kernel_modules,
                 .open_perf_map = source_open_perf_map,
                 .list_bpf_programs = source_list_bpf_programs,
+                .open_process_memory = source_open_process_memory,
                 .userdata = c,
         };
 }

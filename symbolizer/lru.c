@@ -153,6 +153,16 @@ int ep_lru_remove(EpLru *l, const void *key) {
         return (int) s;
 }
 
+int ep_lru_oldest(const EpLru *l) {
+        return l->tail == NIL ? -ENOENT : (int) l->tail;
+}
+
+int ep_lru_newer(const EpLru *l, uint32_t slot) {
+        if (slot >= l->capacity || !l->nodes[slot].used || l->nodes[slot].prev == NIL)
+                return -ENOENT;
+        return (int) l->nodes[slot].prev;
+}
+
 const void *ep_lru_slot_key(const EpLru *l, uint32_t slot) {
         if (slot >= l->capacity || !l->nodes[slot].used)
                 return NULL;

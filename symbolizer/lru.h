@@ -28,5 +28,10 @@ int ep_lru_get(EpLru *l, const void *key);
 int ep_lru_insert(EpLru *l, const void *key, bool *ret_evicted);
 /* Removes key; returns its former slot, or -ENOENT. */
 int ep_lru_remove(EpLru *l, const void *key);
+/* Walks from the least recently used slot to the most recently used one, without marking
+ * anything used: the oldest slot / the next newer one, or -ENOENT at the end (or when the
+ * slot is not in use). */
+int ep_lru_oldest(const EpLru *l);
+int ep_lru_newer(const EpLru *l, uint32_t slot);
 /* The key stored in a used slot (for walks over all slots), or NULL if the slot is free. */
 const void *ep_lru_slot_key(const EpLru *l, uint32_t slot);

@@ -18,6 +18,7 @@
 #include "privileges.h"
 #include "resolve-kernel.h"
 #include "resolve-jit.h"
+#include "resolve-python.h"
 #include "resolver.h"
 #include "session.h"
 #include "stats.h"
@@ -49,6 +50,7 @@ typedef struct Manager {
         uint64_t published_kernel_reloads;
         uint64_t published_persisted_entries;
         EpJitStats published_jit;
+        EpPyStats published_python;
         uint64_t published_go_malformed;
 } Manager;
 
@@ -193,6 +195,27 @@ static int prop_jit(sd_bus *bus, const char *path, const char *interface, const 
         return r < 0 ? r : sd_bus_message_close_container(reply);
 }
 
+/* CPython frames (resolve-python.c). */
+static int prop_python(sd_bus *bus, const char *path, const char *interface, const char *property,
+                       sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        EpPyStats p;
+        int r;
+
+        ep_resolver_python_stats(m->resolver, &p);
+        r = sd_bus_message_open_container(reply, 'a', "{st}");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}",
+                                          "processes", (uint64_t) p.processes, "opened", p.processes_opened,
+                                          "not-python", p.not_python, "unsupported", p.unsupported,
+                                          "lookups", p.lookups, "code-hits", p.code_hits,
+                                          "code-decoded", p.code_decoded, "invalid-code", p.invalid_code,
+                                          "read-errors", p.read_errors, "bad-line-tables", p.bad_line_tables,
+                                          "evictions", p.evictions, "code-objects", (uint64_t) p.code_objects,
+                                          "bytes", p.code_bytes);
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
 static int method_get_unwind_table(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
         return ep_unwind_service_handle(m->unwind, msg, error);
@@ -236,6 +259,7 @@ static const sd_bus_vtable symbolizer_vtable[] = {
         UNWIND_PROPERTY("UnwindExtractErrors"),
         UNWIND_PROPERTY("UnwindExtractNsec"),
         UNWIND_PROPERTY("UnwindCacheBytes"),
+        UNWIND_PROPERTY("UnwindQueue"),
         SD_BUS_PROPERTY("KernelSymbols", "u", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("KernelModules", "a(sttay)", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
         SD_BUS_PROPERTY("KernelReloads", "t", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -243,6 +267,7 @@ static const sd_bus_vtable symbolizer_vtable[] = {
         SD_BUS_PROPERTY("PerfMaps", "u", prop_jit, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("PerfMapCounters", "a{st}", prop_jit, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("GoTablesMalformed", "t", prop_jit, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("PythonCounters", "a{st}", prop_python, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LastError", "s", prop_last_error, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_VTABLE_END,
 };
@@ -270,6 +295,7 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
         const char *names[20 + EP_UNWIND_PROPERTIES];
         uint64_t go_malformed = ep_resolver_go_malformed(m->resolver);
         EpJitStats jit;
+        EpPyStats python;
         size_t n = 0;
 
 #define CHANGED(name, field)                      \
@@ -299,6 +325,9 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
                 names[n++] = "PerfMapCounters";
         if (go_malformed != m->published_go_malformed)
                 names[n++] = "GoTablesMalformed";
+        ep_resolver_python_stats(m->resolver, &python);
+        if (memcmp(&python, &m->published_python, sizeof python) != 0)
+                names[n++] = "PythonCounters";
         n += ep_unwind_properties_changed(unwind, &m->published_unwind, names + n);
         names[n] = NULL;
 
@@ -312,6 +341,7 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
                 m->published_persisted_entries = persisted;
                 m->published_jit = jit;
                 m->published_go_malformed = go_malformed;
+                m->published_python = python;
                 ep_daemon_status(&m->daemon, "%" PRIu64 " requests, %" PRIu64 " resolved, %u files open",
                                  now->requests, now->resolved, files);
         }
@@ -524,7 +554,7 @@ int main(int argc, char *argv[]) {
         }
 
         r = sd_event_add_time_relative(m.daemon.event, &m.props_timer, CLOCK_MONOTONIC, PROPERTIES_PERIOD_USEC,
-                                       0, on_properties_timer, &m);
+                                       PROPERTIES_PERIOD_USEC / 4, on_properties_timer, &m);
         if (r >= 0)
                 r = sd_event_source_set_enabled(m.props_timer, SD_EVENT_ON);
         if (r < 0) {

@@ -8,6 +8,7 @@
 #include "byte-parse.h"
 #include "grow-array.h"
 #include "perf-map.h"
+#include "utf8.h"
 
 #define READ_CHUNK (64u << 10)
 /* A file that keeps growing is read this far and no further (the loader refuses to open
@@ -103,34 +104,10 @@ static bool is_blank(char c) {
  * control characters (a tab is allowed). */
 static bool name_valid(const unsigned char *s, size_t n) {
         for (size_t i = 0; i < n;) {
-                unsigned char c = s[i];
-                size_t len;
                 uint32_t cp;
+                size_t len = ep_utf8_char(s + i, n - i, &cp);
 
-                if (c < 0x80) {
-                        if ((c < 0x20 && c != '\t') || c == 0x7f)
-                                return false;
-                        i++;
-                        continue;
-                }
-                if ((c & 0xe0) == 0xc0)
-                        len = 2, cp = c & 0x1f;
-                else if ((c & 0xf0) == 0xe0)
-                        len = 3, cp = c & 0x0f;
-                else if ((c & 0xf8) == 0xf0)
-                        len = 4, cp = c & 0x07;
-                else
-                        return false;
-                if (n - i < len)
-                        return false;
-                for (size_t k = 1; k < len; k++) {
-                        if ((s[i + k] & 0xc0) != 0x80)
-                                return false;
-                        cp = cp << 6 | (s[i + k] & 0x3f);
-                }
-                /* overlong forms, surrogates, beyond U+10FFFF */
-                if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-                    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+                if (len == 0 || (cp < 0x20 && cp != '\t') || cp == 0x7f)
                         return false;
                 i += len;
         }

@@ -137,6 +137,8 @@ static void enforce_budget(ResolverJit *j, const JitProcess *keep) {
 }
 
 static void refuse(EpResolver *r, ResolverJit *j, JitProcess *p, const JitKey *key, int error) {
+        LOG_CONTEXT_PID((pid_t) key->pid);
+
         if (!p->logged) {
                 p->logged = true;
                 log_warning_errno(error, "Perf map of process %" PRIu32 " (started %" PRIu64 ") is not usable, "
@@ -160,6 +162,7 @@ static void refuse(EpResolver *r, ResolverJit *j, JitProcess *p, const JitKey *k
 static int read_map(EpResolver *r, ResolverJit *j, JitProcess *p, const JitKey *key) {
         const EpPerfMapStats *s;
         int k;
+        LOG_CONTEXT_PID((pid_t) key->pid);
 
         k = ep_perf_map_read(p->map, p->fd, NULL);
         p->since_ns = ep_resolver_now_ns();

@@ -11,7 +11,7 @@
 #define EP_JIT_MAX_PROCESSES 64u                 /* parsed maps kept (LRU) */
 #define EP_JIT_ENTRY_BUDGET (8u << 20)           /* ranges over all kept maps */
 #define EP_JIT_MEMORY_BUDGET (512ull << 20)      /* bytes over all kept maps */
-#define EP_JIT_MISSING_RETRY_NS (10 * NSEC_PER_SEC) /* a process without (usable) map */
+#define EP_JIT_MISSING_RETRY_NS (2 * NSEC_PER_SEC)  /* a process without (usable) map */
 #define EP_JIT_REREAD_NS (1 * NSEC_PER_SEC)      /* a miss reads what the map gained, this often */
 
 typedef struct EpJitStats {

@@ -12,6 +12,7 @@
 typedef struct ResolverKernel ResolverKernel;
 typedef struct ResolverJit ResolverJit;
 typedef struct ResolverGo ResolverGo;
+typedef struct ResolverPython ResolverPython;
 typedef struct EpSymbolCache EpSymbolCache;
 
 typedef enum FileState {
@@ -23,11 +24,12 @@ typedef enum FileState {
 typedef struct FileEntry {
         FileState state;
         EpElfFile *elf;
+        uint64_t bytes; /* charged to the budget of open files: ep_elf_kept_bytes() */
         uint64_t since_ns;
 } FileEntry;
 
-/* The result cache's key. For EP_FRAME_UNMAPPED, file_id holds the pid (4 bytes) and the
- * start time (8 bytes): a perf map names addresses of one process only. */
+/* The result cache's key. For EP_FRAME_UNMAPPED and EP_FRAME_CPYTHON, file_id holds the pid
+ * (4 bytes) and the start time (8 bytes): their addresses name something in one process only. */
 typedef struct ResultKey {
         uint8_t kind, flags;
         uint8_t pad[6];
@@ -43,6 +45,7 @@ struct EpResolver {
         EpLru *files;
         FileEntry *file_slots;
         uint32_t files_open;
+        uint64_t file_bytes; /* what the open files keep resident for their symbols, together */
 
         EpLru *results;
         EpSymResult *result_slots;
@@ -51,6 +54,7 @@ struct EpResolver {
         ResolverKernel *kernel;
         ResolverJit *jit;
         ResolverGo *go;
+        ResolverPython *python;
         EpSymbolCache *symbol_cache; /* not owned; NULL: nothing persisted */
 };
 
@@ -74,6 +78,7 @@ void ep_resolver_drop_results(EpResolver *r, uint8_t kind);
 int ep_resolve_native(EpResolver *r, const EpSymRequest *req, EpSymResult *out, bool *ret_cacheable);
 int ep_resolve_kernel(EpResolver *r, const EpSymRequest *req, EpSymResult *out, bool *ret_cacheable);
 int ep_resolve_jit(EpResolver *r, const EpSymRequest *req, EpSymResult *out, bool *ret_cacheable);
+int ep_resolve_python(EpResolver *r, const EpSymRequest *req, EpSymResult *out, bool *ret_cacheable);
 
 /* Go programs, from .gopclntab (resolve-go.c): called by ep_resolve_native() first. lookup is
  * the ELF address to look up (already moved back into the call instruction for return
@@ -87,6 +92,8 @@ void ep_resolve_go_free(EpResolver *r);
 /* The file source came back: forget what it could not provide before. */
 void ep_resolve_kernel_source_changed(EpResolver *r);
 void ep_resolve_jit_source_changed(EpResolver *r);
+void ep_resolve_python_source_changed(EpResolver *r);
 
 void ep_resolve_kernel_free(EpResolver *r);
 void ep_resolve_jit_free(EpResolver *r);
+void ep_resolve_python_free(EpResolver *r);

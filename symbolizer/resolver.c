@@ -30,11 +30,16 @@ void ep_sym_result_done(EpSymResult *res) {
         *res = (EpSymResult) {};
 }
 
+static void close_elf(EpResolver *r, FileEntry *e) {
+        if (!e->elf)
+                return;
+        r->file_bytes -= e->bytes;
+        r->files_open--;
+        e->elf = ep_elf_free(e->elf);
+}
+
 static void file_entry_done(EpResolver *r, FileEntry *e) {
-        if (e->elf) {
-                ep_elf_free(e->elf);
-                r->files_open--;
-        }
+        close_elf(r, e);
         *e = (FileEntry) {};
 }
 
@@ -83,6 +88,7 @@ EpResolver *ep_resolver_free(EpResolver *r) {
         ep_lru_free(r->results);
         ep_resolve_kernel_free(r);
         ep_resolve_jit_free(r);
+        ep_resolve_python_free(r);
         ep_resolve_go_free(r);
         free(r);
         return NULL;
@@ -111,9 +117,34 @@ void ep_resolver_source_changed(EpResolver *r) {
         }
         ep_resolve_kernel_source_changed(r);
         ep_resolve_jit_source_changed(r);
+        ep_resolve_python_source_changed(r);
 }
 
 /* ---- files ---- */
+
+/* Closes the least recently used open files (but keep) while what they keep resident for their
+ * symbols adds up to more than max_file_bytes (ep_elf_kept_bytes(): not their sizes, since a
+ * 100 MB program keeps ~12 MB of symbols resident, and a budget of sizes closed and reopened
+ * such a file for nearly every frame of a stack that also runs in libc). A closed file's
+ * answers stay in the result LRU and the symbol cache, so only new addresses in it open it
+ * again. */
+static void enforce_file_budget(EpResolver *r, uint32_t keep) {
+        int slot = ep_lru_oldest(r->files);
+
+        while (slot >= 0 && r->file_bytes > r->config.max_file_bytes) {
+                int newer = ep_lru_newer(r->files, (uint32_t) slot);
+                FileEntry *e = &r->file_slots[slot];
+
+                if ((uint32_t) slot != keep && e->elf) {
+                        uint8_t id[EP_FILE_ID_SIZE];
+
+                        memcpy(id, ep_lru_slot_key(r->files, (uint32_t) slot), sizeof id);
+                        file_entry_done(r, e);
+                        (void) ep_lru_remove(r->files, id);
+                }
+                slot = newer;
+        }
+}
 
 static int cache_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], FileState state, EpElfFile *elf) {
         bool evicted;
@@ -127,8 +158,12 @@ static int cache_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], FileStat
         if (evicted)
                 file_entry_done(r, &r->file_slots[slot]);
         r->file_slots[slot] = (FileEntry) { .state = state, .elf = elf, .since_ns = ep_resolver_now_ns() };
-        if (elf)
+        if (elf) {
+                r->file_slots[slot].bytes = ep_elf_kept_bytes(elf);
                 r->files_open++;
+                r->file_bytes += r->file_slots[slot].bytes;
+                enforce_file_budget(r, (uint32_t) slot);
+        }
         return 0;
 }
 
@@ -139,11 +174,7 @@ static void mark_bad(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], FileEntry
         log_warning_errno(error, "File %s is not usable, answering BAD_FILE for it: %m", hex);
         ep_sym_stats_error(r->stats, "file %s: %s", hex, strerror(-error));
 
-        if (e->elf) {
-                ep_elf_free(e->elf);
-                e->elf = NULL;
-                r->files_open--;
-        }
+        close_elf(r, e);
         e->state = FILE_BAD;
 }
 
@@ -286,6 +317,7 @@ static void result_key(const EpSymRequest *req, ResultKey *ret) {
                 memcpy(ret->file_id, req->file_id, EP_FILE_ID_SIZE);
                 break;
         case EP_FRAME_UNMAPPED:
+        case EP_FRAME_CPYTHON:
                 memcpy(ret->file_id, &req->pid, sizeof req->pid);
                 memcpy(ret->file_id + sizeof req->pid, &req->start_time_ns, sizeof req->start_time_ns);
                 break;
@@ -293,7 +325,7 @@ static void result_key(const EpSymRequest *req, ResultKey *ret) {
 }
 
 /* Only native frames outlive the process: a file ID names the content, while kernel
- * addresses move at every boot and JIT addresses belong to one process. Only final answers:
+ * addresses move at every boot and JIT and CPython addresses belong to one process. Only final answers:
  * a file that could not be opened may open next time. */
 static bool persistable(const ResultKey *key, const EpSymResult *res) {
         return key->kind == EP_FRAME_NATIVE && (res->status == EP_SYM_OK || res->status == EP_SYM_NOT_FOUND);
@@ -361,6 +393,9 @@ int ep_resolver_symbolize(EpResolver *r, const EpSymRequest *req, const EpSymRes
                 break;
         case EP_FRAME_UNMAPPED:
                 k = ep_resolve_jit(r, req, &r->scratch, &cacheable);
+                break;
+        case EP_FRAME_CPYTHON:
+                k = ep_resolve_python(r, req, &r->scratch, &cacheable);
                 break;
         default:
                 /* Nothing to look up for other kinds. */

@@ -6,7 +6,7 @@
  * LRU of results, and names native frames from ELF symbols and kernel frames from kallsyms.
  * Results are shaped for the response message: a status, the ELF-space address, the module
  * and a list of lines, innermost first (an inlined callee before its caller). The work per
- * frame kind lives in resolve-native.c, resolve-kernel.c and resolve-jit.c. */
+ * frame kind lives in resolve-native.c, resolve-kernel.c, resolve-jit.c and resolve-python.c. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -35,6 +35,12 @@ typedef struct EpFileSource {
         /* The loaded BPF functions (*ret: malloc'ed array, freed by the caller), or a negative
          * errno like the others. */
         int (*list_bpf_programs)(void *userdata, EpBpfProgram **ret, size_t *ret_n);
+        /* /proc/PID/mem of that process (O_RDONLY, read with pread at virtual addresses) and
+         * the runtime the loader detected in it: runtime "cpython" (NUL-terminated, at most
+         * runtime_size bytes) and *ret_version major << 8 | minor, or "" and 0 for none
+         * (resolve-python.c). */
+        int (*open_process_memory)(void *userdata, uint32_t pid, char *runtime, size_t runtime_size,
+                                   uint32_t *ret_version);
         void *userdata;
 } EpFileSource;
 
@@ -44,7 +50,7 @@ typedef struct EpSymRequest {
         uint8_t flags; /* EP_FRAME_FLAG_* */
         uint8_t file_id[EP_FILE_ID_SIZE]; /* EP_FRAME_NATIVE */
         uint64_t addr; /* file offset (native), kernel address, process address (unmapped) */
-        uint32_t pid;  /* EP_FRAME_UNMAPPED: the process whose perf map may name addr */
+        uint32_t pid;  /* EP_FRAME_UNMAPPED, EP_FRAME_CPYTHON: the process addr belongs to */
         uint64_t start_time_ns; /* ... and its start time, so a reused pid is another process */
         const char *path; /* native: the file's path as its process maps it (may be NULL or
                            * not reachable from here); a hint for .gnu_debuglink lookups */
@@ -71,6 +77,7 @@ typedef struct EpFileInfo {
 
 typedef struct EpResolverConfig {
         uint32_t max_files;           /* opened ELF files kept (LRU) */
+        uint64_t max_file_bytes;      /* ... and what they keep resident for symbols (more: least recently used closed) */
         uint32_t max_results;         /* cached results (LRU) */
         uint64_t missing_retry_ns;    /* how long a file the source could not open stays "gone" */
         uint64_t kallsyms_refresh_ns; /* re-read kallsyms at most this often, on a miss */
@@ -79,6 +86,7 @@ typedef struct EpResolverConfig {
 #define EP_RESOLVER_CONFIG_DEFAULT                        \
         ((EpResolverConfig) {                             \
                 .max_files = 64,                          \
+                .max_file_bytes = UINT64_C(32) << 20,     \
                 .max_results = 32768,                     \
                 .missing_retry_ns = 10 * NSEC_PER_SEC,    \
                 .kallsyms_refresh_ns = 60 * NSEC_PER_SEC, \

@@ -1,15 +1,27 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "daemon.h"
+#include "dwarf-lines.h"
 #include "log.h"
 #include "session.h"
 #include "shm-ring.h"
 #include "wire-buf.h"
 #include "wire-sym.h"
 #include "wire.h"
+
+/* A request taken out of the ring, to be answered with the others of its file (fill_batch). */
+typedef struct Request {
+        uint8_t file_id[EP_FILE_ID_SIZE];
+        uint32_t seq; /* order of arrival: kept within a file */
+        uint16_t type;
+        uint32_t len;
+        uint8_t *data;
+} Request;
 
 typedef struct Pending {
         struct Pending *next;
@@ -24,12 +36,16 @@ struct EpSession {
         EpSymStats *stats;
 
         EpRing *req, *resp;
-        sd_event_source *io, *defer, *retry;
+        sd_event_source *io, *defer, *retry, *trim;
 
         Pending *backlog_head, *backlog_tail;
         size_t backlog_n;
 
+        Request *batch; /* EP_SESSION_BATCH slots */
+        size_t batch_n, batch_next;
+
         EpWriter w;
+        uint64_t budget_usec;
         bool dead;
 };
 
@@ -43,15 +59,24 @@ static void backlog_clear(EpSession *s) {
         s->backlog_n = 0;
 }
 
+static void batch_clear(EpSession *s) {
+        for (size_t i = s->batch_next; i < s->batch_n; i++)
+                free(s->batch[i].data);
+        s->batch_n = s->batch_next = 0;
+}
+
 EpSession *ep_session_free(EpSession *s) {
         if (!s)
                 return NULL;
         if (s->backlog_n > 0 && s->stats)
                 s->stats->response_drops += s->backlog_n; /* the client that wanted them is gone */
         backlog_clear(s);
+        batch_clear(s);
+        free(s->batch);
         sd_event_source_disable_unref(s->io);
         sd_event_source_disable_unref(s->defer);
         sd_event_source_disable_unref(s->retry);
+        sd_event_source_disable_unref(s->trim);
         sd_event_unref(s->event);
         ep_ring_free(s->req);
         ep_ring_free(s->resp);
@@ -276,8 +301,116 @@ static void schedule(sd_event_source *src, uint64_t usec) {
         (void) sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
 }
 
+/* Once all is answered, EP_SESSION_TRIM_USEC later (at most that often while requests keep
+ * coming): the open DWARF handles keep what they read of their files mapped, a few MB for each
+ * large unit, which would otherwise count in the symbolizer's memory until the handle closes. */
+static void schedule_trim(EpSession *s) {
+        int enabled = SD_EVENT_OFF;
+
+        if (s->trim && sd_event_source_get_enabled(s->trim, &enabled) >= 0 && enabled == SD_EVENT_OFF)
+                schedule(s->trim, EP_SESSION_TRIM_USEC);
+}
+
+static int on_trim(sd_event_source *src, uint64_t usec, void *userdata) {
+        ep_dwarf_drop_pages();
+        return 0;
+}
+
+void ep_session_set_budget(EpSession *s, uint64_t usec) {
+        s->budget_usec = usec;
+}
+
+/* The file a request is about (zeros: none, or not a request we can read; handle_*() says
+ * which when it answers). */
+static void request_file_id(uint16_t type, const void *payload, size_t len, uint8_t ret[EP_FILE_ID_SIZE]) {
+        EpSymRequestMsg msg;
+        EpReader rd;
+
+        memset(ret, 0, EP_FILE_ID_SIZE);
+        ep_reader_init(&rd, payload, len);
+        if (type == EP_MSG_SYM_REQUEST) {
+                if (ep_get_sym_request(&rd, EP_SESSION_PATH_MAX, &msg))
+                        memcpy(ret, msg.file_id, EP_FILE_ID_SIZE);
+        } else if (type == EP_MSG_SYM_FILE_REQUEST) {
+                (void) ep_get_u64(&rd); /* cookie, then the file id: handle_file_request() */
+                ep_get_bytes(&rd, ret, EP_FILE_ID_SIZE);
+        }
+}
+
+static int request_compare(const void *a, const void *b) {
+        const Request *x = a, *y = b;
+        int c = memcmp(x->file_id, y->file_id, EP_FILE_ID_SIZE);
+
+        return c != 0 ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Takes up to EP_SESSION_BATCH requests out of the ring, ordered by file. The resolver keeps
+ * few files open (resolver.h): answered in arrival order, the requests of a stack alternate
+ * between libc, the interpreter and the program, and each alternation can close and reopen a
+ * file (its symbol table sorted again, its compressed DWARF inflated again). In file order a
+ * batch opens each file once, so the more requests wait, the less each costs. Returns the
+ * number taken, 0 when the ring is empty, -EBADMSG when it is corrupt. */
+static int fill_batch(EpSession *s) {
+        size_t n = 0;
+
+        assert(s->batch_next == s->batch_n);
+        s->batch_n = s->batch_next = 0;
+        while (n < EP_SESSION_BATCH) {
+                EpRingRecord h;
+                const void *payload;
+                int k = ep_ring_peek(s->req, &h, &payload);
+
+                if (k == 0)
+                        break;
+                if (k < 0) {
+                        session_kill(s, k);
+                        break;
+                }
+                Request *q = &s->batch[n];
+                q->data = malloc(MAX(h.len, 1u));
+                if (!q->data)
+                        break; /* out of memory: the record stays in the ring for the next turn */
+                memcpy(q->data, payload, h.len);
+                q->type = h.type;
+                q->len = h.len;
+                q->seq = (uint32_t) n;
+                request_file_id(h.type, payload, h.len, q->file_id);
+                ep_ring_consume(s->req);
+                n++;
+        }
+        if (n > 1)
+                qsort(s->batch, n, sizeof(Request), request_compare);
+        s->batch_n = n;
+        return n > 0 || !s->dead ? (int) n : -EBADMSG;
+}
+
+static void answer(EpSession *s, const Request *q, unsigned *pushed) {
+        uint16_t type = 0;
+
+        ep_writer_reset(&s->w);
+        switch (q->type) {
+        case EP_MSG_SYM_REQUEST:
+                type = handle_sym_request(s, q->data, q->len);
+                break;
+        case EP_MSG_SYM_FILE_REQUEST:
+                type = handle_file_request(s, q->data, q->len);
+                break;
+        default:
+                bad_request(s, q->type, "unknown message type");
+                break;
+        }
+        if (type == 0)
+                return;
+        if (s->w.overflow)
+                drop(s, "out of memory");
+        else
+                deliver(s, type, s->w.data, s->w.size, pushed);
+}
+
 int ep_session_process(EpSession *s) {
+        uint64_t deadline = ep_now_ns(CLOCK_MONOTONIC) + s->budget_usec * NSEC_PER_USEC;
         unsigned pushed = 0;
+        bool more = true;
         int n = 0;
 
         if (s->dead)
@@ -286,49 +419,27 @@ int ep_session_process(EpSession *s) {
         flush_backlog(s, &pushed);
 
         while (n < EP_SESSION_BATCH && s->backlog_n < EP_SESSION_BACKLOG) {
-                EpRingRecord h;
-                const void *payload;
-                uint16_t type = 0;
-                int k;
-
-                k = ep_ring_peek(s->req, &h, &payload);
-                if (k == 0)
-                        break;
-                if (k < 0) {
-                        session_kill(s, k);
+                if (s->batch_next == s->batch_n && fill_batch(s) <= 0) {
+                        more = false;
                         break;
                 }
-
-                ep_writer_reset(&s->w);
-                switch (h.type) {
-                case EP_MSG_SYM_REQUEST:
-                        type = handle_sym_request(s, payload, h.len);
-                        break;
-                case EP_MSG_SYM_FILE_REQUEST:
-                        type = handle_file_request(s, payload, h.len);
-                        break;
-                default:
-                        bad_request(s, h.type, "unknown message type");
-                        break;
-                }
-                /* The answer is serialized (nothing points into the record any more). */
-                ep_ring_consume(s->req);
+                Request *q = &s->batch[s->batch_next++];
+                answer(s, q, &pushed);
+                free(q->data);
+                q->data = NULL;
                 n++;
-
-                if (type != 0) {
-                        if (s->w.overflow)
-                                drop(s, "out of memory");
-                        else
-                                deliver(s, type, s->w.data, s->w.size, &pushed);
-                }
+                if (ep_now_ns(CLOCK_MONOTONIC) >= deadline)
+                        break; /* the rest wait in the batch (and the ring) for the next turn */
         }
 
         if (pushed > 0)
                 (void) ep_ring_notify(s->resp);
         if (s->backlog_n > 0)
                 schedule(s->retry, EP_SESSION_RETRY_USEC);
-        else if (n == EP_SESSION_BATCH)
+        else if (more)
                 schedule(s->defer, 0); /* more may be queued: continue after other events */
+        else
+                schedule_trim(s);
 
         return s->dead ? -EBADMSG : n;
 }
@@ -351,6 +462,17 @@ static int on_retry(sd_event_source *src, uint64_t usec, void *userdata) {
         return 0;
 }
 
+/* A timer of the session's rank, off until schedule()d. */
+static int add_timer(EpSession *s, sd_event_source **ret, uint64_t usec, sd_event_time_handler_t handler) {
+        int r = sd_event_add_time_relative(s->event, ret, CLOCK_MONOTONIC, usec, 0, handler, s);
+
+        if (r >= 0)
+                r = sd_event_source_set_priority(*ret, EP_SESSION_PRIORITY);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(*ret, SD_EVENT_OFF);
+        return r;
+}
+
 int ep_session_new(sd_event *event, EpResolver *resolver, EpSymStats *stats, EpSession **ret) {
         _cleanup_(ep_session_freep) EpSession *s = NULL;
         int r;
@@ -360,7 +482,11 @@ int ep_session_new(sd_event *event, EpResolver *resolver, EpSymStats *stats, EpS
                 return -ENOMEM;
         s->resolver = resolver;
         s->stats = stats;
+        s->budget_usec = EP_SESSION_BUDGET_USEC;
         ep_writer_init_dynamic(&s->w);
+        s->batch = calloc(EP_SESSION_BATCH, sizeof(Request));
+        if (!s->batch)
+                return -ENOMEM;
 
         r = ep_ring_create("ep-sym-requests", EP_SESSION_RING_SIZE, &s->req);
         if (r < 0)
@@ -372,17 +498,21 @@ int ep_session_new(sd_event *event, EpResolver *resolver, EpSymStats *stats, EpS
         if (event) {
                 s->event = sd_event_ref(event);
                 r = sd_event_add_io(event, &s->io, ep_ring_eventfd(s->req), EPOLLIN, on_request, s);
+                if (r >= 0)
+                        r = sd_event_source_set_priority(s->io, EP_SESSION_PRIORITY);
                 if (r < 0)
                         return r;
                 r = sd_event_add_defer(event, &s->defer, on_defer, s);
                 if (r >= 0)
+                        r = sd_event_source_set_priority(s->defer, EP_SESSION_PRIORITY);
+                if (r >= 0)
                         r = sd_event_source_set_enabled(s->defer, SD_EVENT_OFF);
                 if (r < 0)
                         return r;
-                r = sd_event_add_time_relative(event, &s->retry, CLOCK_MONOTONIC, EP_SESSION_RETRY_USEC, 0,
-                                               on_retry, s);
-                if (r >= 0)
-                        r = sd_event_source_set_enabled(s->retry, SD_EVENT_OFF);
+                r = add_timer(s, &s->retry, EP_SESSION_RETRY_USEC, on_retry);
+                if (r < 0)
+                        return r;
+                r = add_timer(s, &s->trim, EP_SESSION_TRIM_USEC, on_trim);
                 if (r < 0)
                         return r;
         }

@@ -52,7 +52,7 @@ EpUnwindCache *ep_unwind_cache_free(EpUnwindCache *c) {
         return NULL;
 }
 
-/* The in-memory counters from the table; reading every row's size also proves it readable. */
+/* The in-memory counters, from the index alone (unwind-cache.h): the blobs stay on disk. */
 static int load(EpCacheDb *d, const char **ret_why) {
         EpUnwindCache *c = d->userdata;
         int64_t v = 0;
@@ -79,7 +79,7 @@ static const EpCacheDbSpec cache_spec = {
         .create_sql = "CREATE TABLE unwind_tables(file_id BLOB PRIMARY KEY, gnu_build_id BLOB,"
                       " format INTEGER NOT NULL, raw_size INTEGER NOT NULL, data BLOB NOT NULL,"
                       " bytes INTEGER NOT NULL, last_used INTEGER NOT NULL);"
-                      "CREATE INDEX unwind_tables_lru ON unwind_tables(last_used)",
+                      "CREATE INDEX unwind_tables_lru ON unwind_tables(last_used, bytes)",
         .stmt_sql = stmt_sql,
         .n_stmts = _STMT_MAX,
         .load = load,

@@ -11,6 +11,10 @@
  *                              format INTEGER NOT NULL, raw_size INTEGER NOT NULL,
  *                              data BLOB NOT NULL, bytes INTEGER NOT NULL,
  *                              last_used INTEGER NOT NULL)
+ *   CREATE INDEX unwind_tables_lru ON unwind_tables(last_used, bytes)
+ *
+ * The index covers what opening the cache and eviction read (sizes and stamps): without it
+ * they would read every row, blobs included, before the first table is served.
  *
  * Never fatal: a file that is not a database, has another schema version or turns out corrupt
  * while in use is deleted and created again with one log line; a row whose blob does not
@@ -23,7 +27,7 @@
 #include "macro.h"
 #include "wire.h"
 
-#define EP_UNWIND_CACHE_SCHEMA 1
+#define EP_UNWIND_CACHE_SCHEMA 2
 #define EP_UNWIND_CACHE_FILE "unwind-tables.db"
 #define EP_UNWIND_CACHE_DEFAULT_MAX (256ull << 20)
 /* Bump when extraction changes what it produces for the same file: older rows are then

@@ -19,6 +19,7 @@ typedef struct EpUnwindStats {
         uint64_t extract_errors; /* extraction failed (or the file was not the one named) */
         uint64_t extract_nsec;   /* time spent extracting, in total */
         uint64_t cache_bytes;    /* stored (compressed) bytes in the cache */
+        uint64_t queued;         /* requests not answered yet (a level; the service's only) */
 } EpUnwindStats;
 
 /* cache may be NULL (no cache). The file ID is checked against the descriptor first: a

@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libelf.h>
+#include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,8 @@
 #include "log.h"
 #include "unwind-service.h"
 #include "wire.h"
+
+#define SLOW_EXTRACTION_NS (5 * NSEC_PER_SEC)
 
 typedef struct Job {
         struct Job *next;
@@ -131,6 +135,22 @@ static void worker_open_cache(EpUnwindService *s) {
         log_info("Unwind table cache: %s", ep_unwind_cache_path(s->cache));
 }
 
+/* Extractions run one at a time: one that takes long holds up every table behind it, and the log
+ * says which file did. */
+static void log_slow_extraction(const Job *j) {
+        char link[64], path[PATH_MAX];
+        ssize_t n;
+
+        if (j->delta.extract_nsec < SLOW_EXTRACTION_NS)
+                return;
+        snprintf(link, sizeof link, "/proc/self/fd/%d", j->fd);
+        n = readlink(link, path, sizeof path - 1);
+        path[n < 0 ? 0 : n] = '\0';
+        log_info("Extracting the unwind table of %s took %.1f s (%s).", n > 0 ? path : "a file",
+                 (double) j->delta.extract_nsec / NSEC_PER_SEC,
+                 j->error < 0 ? strerror(-j->error) : "a cold disk or a busy machine");
+}
+
 static void worker_run(EpUnwindService *s, Job *j) {
         _cleanup_free_ void *blob = NULL;
         size_t size = 0;
@@ -138,6 +158,7 @@ static void worker_run(EpUnwindService *s, Job *j) {
         worker_open_cache(s);
 
         j->error = ep_unwind_lookup(s->cache, j->fd, j->file_id, &s->options, &j->delta, &blob, &size);
+        log_slow_extraction(j);
         if (j->error >= 0) {
                 j->memfd = make_sealed_memfd(blob, size);
                 if (j->memfd < 0) {
@@ -153,6 +174,9 @@ static void worker_run(EpUnwindService *s, Job *j) {
         }
         (void) close_nointr(j->fd);
         j->fd = -EBADF;
+        /* An extraction allocates and frees megabytes in this thread's own malloc arena,
+         * which glibc does not shrink by itself; jobs come once per new file. */
+        (void) malloc_trim(0);
 }
 
 static void *worker_main(void *userdata) {
@@ -195,6 +219,7 @@ static void complete(EpUnwindService *s, Job *j) {
         s->stats.extract_nsec += j->delta.extract_nsec;
         if (j->cache_bytes_known)
                 s->stats.cache_bytes = j->delta.cache_bytes;
+        s->stats.queued--;
 
         if (j->error >= 0) {
                 r = sd_bus_reply_method_return(j->msg, "h", j->memfd);
@@ -215,6 +240,7 @@ static void complete(EpUnwindService *s, Job *j) {
         case -EIO:
         case -ESTALE:
         case -EBADFD:
+        case -ETIME: /* asked again, it would take as long, holding up every table queued behind it */
                 name = EP_ERROR_BAD_FILE;
                 break;
         }
@@ -222,7 +248,9 @@ static void complete(EpUnwindService *s, Job *j) {
         char hex[2 * EP_FILE_ID_SIZE + 1];
         for (size_t i = 0; i < EP_FILE_ID_SIZE; i++)
                 snprintf(hex + 2 * i, 3, "%02x", j->file_id[i]);
-        const char *what = j->error == -ESTALE ? "the descriptor's file ID is not the one given" : strerror(-j->error);
+        const char *what = j->error == -ESTALE  ? "the descriptor's file ID is not the one given"
+                           : j->error == -ETIME ? "the extraction used up its CPU time limit"
+                                                : strerror(-j->error);
         if (name && j->error != -EPROTONOSUPPORT && j->error != -ENODATA)
                 ep_sym_stats_error(s->sym_stats, "Unwind table of file %s: %s", hex, what);
         log_debug("No unwind table for file %s: %s", hex, what);
@@ -288,6 +316,7 @@ int ep_unwind_service_handle(EpUnwindService *s, sd_bus_message *msg, sd_bus_err
                 return r;
         }
         j->msg = sd_bus_message_ref(msg);
+        s->stats.queued++;
 
         pthread_mutex_lock(&s->lock);
         queue_push(&s->pending, j);
@@ -379,12 +408,13 @@ int ep_unwind_service_new(sd_event *event, const EpUnwindServiceConfig *config, 
 
 const char *const ep_unwind_property_names[EP_UNWIND_PROPERTIES] = {
         "UnwindTables", "UnwindCacheHits", "UnwindCacheMisses", "UnwindExtractErrors", "UnwindExtractNsec",
-        "UnwindCacheBytes",
+        "UnwindCacheBytes", "UnwindQueue",
 };
 
 static uint64_t stat_value(const EpUnwindStats *u, size_t i) {
         const uint64_t v[EP_UNWIND_PROPERTIES] = {
                 u->tables, u->cache_hits, u->cache_misses, u->extract_errors, u->extract_nsec, u->cache_bytes,
+                u->queued,
         };
         return v[i];
 }

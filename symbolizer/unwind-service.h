@@ -49,8 +49,8 @@ int ep_unwind_service_handle(EpUnwindService *s, sd_bus_message *msg, sd_bus_err
 const EpUnwindStats *ep_unwind_service_stats(const EpUnwindService *s);
 
 /* The D-Bus properties (all "t"): UnwindTables, UnwindCacheHits, UnwindCacheMisses,
- * UnwindExtractErrors, UnwindExtractNsec, UnwindCacheBytes. */
-#define EP_UNWIND_PROPERTIES 6
+ * UnwindExtractErrors, UnwindExtractNsec, UnwindCacheBytes, UnwindQueue. */
+#define EP_UNWIND_PROPERTIES 7
 extern const char *const ep_unwind_property_names[EP_UNWIND_PROPERTIES];
 /* The value of the property called name (0 for an unknown name or no service). */
 uint64_t ep_unwind_property(const EpUnwindService *s, const char *name);

@@ -18,10 +18,11 @@ typedef struct EpBpfLimits {
         uint32_t max_processes; /* proc_mappings entries (allocated on use) */
         uint32_t max_files;     /* unwind_tables/file_state slots, file_num 0 unused */
         uint32_t max_pages;     /* unwind_pages entries (allocated on use) */
+        uint32_t ringbuf_bytes; /* the events ring buffer (ring-size.h) */
 } EpBpfLimits;
 
-/* Limits for a machine with this much memory and this pid_max. */
-EpBpfLimits ep_bpf_limits_for(uint64_t mem_bytes, uint32_t pid_max);
+/* Limits for a machine with this much memory, this pid_max and n_cpus sampled at hz. */
+EpBpfLimits ep_bpf_limits_for(uint64_t mem_bytes, uint32_t pid_max, uint32_t hz, unsigned n_cpus);
 /* Kernel memory the maps take when full (per-process mappings, pages, slots, rules), and what
  * is allocated up front (the arrays). */
 uint64_t ep_bpf_limits_max_bytes(const EpBpfLimits *lim);
@@ -33,6 +34,7 @@ typedef struct EpUnwindMaps {
         int unwind_pages;
         int unwind_tables;
         int file_state;
+        int py_procs; /* CPython processes (python-procs.c) */
 } EpUnwindMaps;
 
 /* Loads and attaches everything but the perf events. Errors are logged with cause and fix. */
@@ -41,8 +43,9 @@ EpUnwindMaps ep_bpf_unwind_maps(const EpBpf *b);
 EpBpf *ep_bpf_free(EpBpf *b);
 DEFINE_TRIVIAL_CLEANUP_FUNC(EpBpf *, ep_bpf_free);
 
-/* (Re-)opens the perf events on every online CPU at hz samples per second and attaches the
- * sampling program. On failure the previous events stay in place. */
+/* Opens the perf events on every online CPU at hz samples per second and attaches the sampling
+ * program; when they are open already, changes their period in place (re-opening them only if
+ * that fails). On failure the previous events stay in place. */
 int ep_bpf_start_sampling(EpBpf *b, uint32_t hz);
 unsigned ep_bpf_n_cpus(const EpBpf *b);
 

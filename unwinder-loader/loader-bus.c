@@ -29,9 +29,34 @@ static const char *const step_names[_EP_UNWIND_STEP_MAX] = {
         [EP_UNWIND_STEP_FP] = "frame-pointer",
 };
 
-static void read_counters(const Loader *l, uint64_t c[EP_BPF_CNT_MAX]) {
-        if (ep_bpf_read_counters(l->bpf, c) < 0)
-                memset(c, 0, EP_BPF_CNT_MAX * sizeof *c);
+/* The CPython walk's counters (EP_BPF_PY_*), property PythonCounters. */
+static const char *const python_counter_names[_EP_BPF_PY_MAX] = {
+        [EP_BPF_PY_SAMPLES] = "samples",
+        [EP_BPF_PY_FRAMES] = "frames",
+        [EP_BPF_PY_ACTIVATIONS] = "eval-frames",
+        [EP_BPF_PY_THREAD_NOT_FOUND] = "thread-not-found",
+        [EP_BPF_PY_READ_FAILED] = "read-failed",
+        [EP_BPF_PY_NO_FRAME] = "no-frame",
+        [EP_BPF_PY_TRUNCATED] = "truncated",
+        [EP_BPF_PY_UNPLACED] = "unplaced",
+};
+
+/* One read serves all the properties of one emission or GetAll. */
+#define COUNTERS_FRESH_NS (50 * NSEC_PER_MSEC)
+
+static void read_counters(Loader *l, uint64_t c[EP_BPF_CNT_MAX]) {
+        uint64_t now = ep_now_ns(CLOCK_MONOTONIC);
+
+        if (l->counters_read_ns == 0 || now - l->counters_read_ns >= COUNTERS_FRESH_NS) {
+                int r = ep_bpf_read_counters(l->bpf, l->counters);
+
+                if (r < 0) {
+                        log_once_errno(LOG_WARNING, r, "Cannot read the BPF counters, they read as 0: %m");
+                        memset(l->counters, 0, sizeof l->counters);
+                }
+                l->counters_read_ns = now;
+        }
+        memcpy(c, l->counters, sizeof l->counters);
 }
 
 static int consumer_gone(sd_bus_track *t, void *userdata) {
@@ -45,10 +70,22 @@ static int consumer_gone(sd_bus_track *t, void *userdata) {
         return 0;
 }
 
+/* Descriptors opened with root's reach go only to root and the profiler's own user (the bus
+ * policy says so too). */
+static int check_peer(sd_bus_message *m, void *userdata, sd_bus_error *error, const char *what) {
+        Loader *l = userdata;
+
+        return ep_bus_check_caller_uid(m, error, l->peer_uid, what);
+}
+
 static int method_open_trace_ring(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         Loader *l = userdata;
         uint64_t discarded;
         int r;
+
+        r = check_peer(m, userdata, error, "open the trace ring");
+        if (r < 0)
+                return r;
 
         discarded = ep_ring_reset(l->ring);
         loader_ring_reset(l);
@@ -65,6 +102,17 @@ static int method_open_trace_ring(sd_bus_message *m, void *userdata, sd_bus_erro
         return sd_bus_reply_method_return(m, "hh", ep_ring_memfd(l->ring), ep_ring_eventfd(l->ring));
 }
 
+static int method_drain(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Loader *l = userdata;
+        int r;
+
+        r = check_peer(m, userdata, error, "drain the samples");
+        if (r < 0)
+                return r;
+        loader_drain(l);
+        return sd_bus_reply_method_return(m, "");
+}
+
 static int method_open_file(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         Loader *l = userdata;
         char hex[2 * EP_FILE_ID_SIZE + 1];
@@ -73,6 +121,10 @@ static int method_open_file(sd_bus_message *m, void *userdata, sd_bus_error *err
         size_t size;
         uint32_t key;
         int r;
+
+        r = check_peer(m, userdata, error, "open mapped files");
+        if (r < 0)
+                return r;
 
         r = sd_bus_message_read_array(m, 'y', &id, &size);
         if (r < 0)
@@ -89,23 +141,33 @@ static int method_open_file(sd_bus_message *m, void *userdata, sd_bus_error *err
         return sd_bus_reply_method_return(m, "h", fd);
 }
 
-static int method_open_kallsyms(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        _cleanup_close_ int fd = open("/proc/kallsyms", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+/* Replies with a descriptor of a /proc file opened with the loader's credentials (real
+ * addresses), for a caller check_peer() admits; no_file_message for ENOENT when given. */
+static int reply_proc_file(sd_bus_message *m, void *userdata, sd_bus_error *error, const char *path,
+                           const char *no_file_message) {
+        _cleanup_close_ int fd = -EBADF;
+        char what[64];
+        int r;
 
+        snprintf(what, sizeof what, "open %s", path);
+        r = check_peer(m, userdata, error, what);
+        if (r < 0)
+                return r;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 && errno == ENOENT && no_file_message)
+                return sd_bus_error_set(error, ERROR_NO_SUCH_FILE, no_file_message);
         if (fd < 0)
-                return sd_bus_error_set_errnof(error, errno, "Cannot open /proc/kallsyms: %m");
+                return sd_bus_error_set_errnof(error, errno, "Cannot open %s: %m", path);
         return sd_bus_reply_method_return(m, "h", fd);
 }
 
-static int method_open_kernel_modules(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        _cleanup_close_ int fd = open("/proc/modules", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+static int method_open_kallsyms(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return reply_proc_file(m, userdata, error, "/proc/kallsyms", NULL);
+}
 
-        if (fd < 0 && errno == ENOENT)
-                return sd_bus_error_setf(error, ERROR_NO_SUCH_FILE,
-                                         "This kernel has no loadable modules (no /proc/modules).");
-        if (fd < 0)
-                return sd_bus_error_set_errnof(error, errno, "Cannot open /proc/modules: %m");
-        return sd_bus_reply_method_return(m, "h", fd);
+static int method_open_kernel_modules(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return reply_proc_file(m, userdata, error, "/proc/modules",
+                               "This kernel has no loadable modules (no /proc/modules).");
 }
 
 static int method_list_bpf_programs(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -113,6 +175,10 @@ static int method_list_bpf_programs(sd_bus_message *m, void *userdata, sd_bus_er
         sd_bus_message *reply = NULL;
         size_t n = 0;
         int r;
+
+        r = check_peer(m, userdata, error, "list BPF programs");
+        if (r < 0)
+                return r;
 
         /* Extents the symbolizer needs because kallsyms has no sizes (bpf-programs.h). */
         r = ep_bpf_programs_list(&funcs, &n);
@@ -132,16 +198,79 @@ static int method_list_bpf_programs(sd_bus_message *m, void *userdata, sd_bus_er
         return r;
 }
 
+static int append_table(sd_bus_message *reply, Loader *l, uint32_t key) {
+        EpFile *f = ep_proc_table_file(l->procs, key);
+        EpTableInfo info;
+
+        if (ep_tables_file_info(l->tables, key, &info) < 0)
+                return 0;
+        return sd_bus_message_append(reply, "(sstbtu)", f && f->path ? f->path : "", info.state,
+                                     info.state_ns / NSEC_PER_USEC, info.waited_for, info.bytes, info.attempts);
+}
+
+/* Why a process is not unwound yet, or since when: the state of each file's table. */
+static int method_list_tables(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Loader *l = userdata;
+        EpProcess *p = NULL;
+        uint32_t pid;
+        int r;
+
+        r = check_peer(m, userdata, error, "list the unwind tables");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(m, "u", &pid);
+        if (r < 0)
+                return r;
+        if (pid != 0) {
+                p = ep_proc_table_get(l->procs, (pid_t) pid);
+                if (!p)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                                 "Process %" PRIu32 " is not known to the loader.", pid);
+        }
+
+        r = sd_bus_message_new_method_return(m, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(sstbtu)");
+        if (p)
+                for (size_t i = 0; r >= 0 && i < p->n_held; i++)
+                        r = append_table(reply, l, p->held_files[i]);
+        else {
+                size_t state = 0;
+                uint32_t key;
+                while (r >= 0 && ep_tables_iterate(l->tables, &state, &key))
+                        r = append_table(reply, l, key);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+/* The pid argument of a method, a valid one. */
+static int read_pid(sd_bus_message *m, sd_bus_error *error, uint32_t *ret_pid) {
+        int r = sd_bus_message_read(m, "u", ret_pid);
+
+        if (r < 0)
+                return r;
+        if (*ret_pid == 0 || *ret_pid > INT32_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Invalid pid %" PRIu32 ".", *ret_pid);
+        return 0;
+}
+
 static int method_open_perf_map(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         _cleanup_close_ int fd = -EBADF;
         uint32_t pid;
         int r;
 
-        r = sd_bus_message_read(m, "u", &pid);
+        r = check_peer(m, userdata, error, "open perf maps");
         if (r < 0)
                 return r;
-        if (pid == 0 || pid > INT32_MAX)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "Invalid pid %" PRIu32 ".", pid);
+
+        r = read_pid(m, error, &pid);
+        if (r < 0)
+                return r;
         fd = ep_open_perf_map((pid_t) pid);
         if (fd == -ENOENT || fd == -ESRCH)
                 return sd_bus_error_setf(error, ERROR_NO_SUCH_FILE, "Process %" PRIu32 " has no perf map.", pid);
@@ -153,6 +282,43 @@ static int method_open_perf_map(sd_bus_message *m, void *userdata, sd_bus_error 
                 return sd_bus_error_set_errnof(error, -fd, "Cannot open the perf map of process %" PRIu32 ": %m",
                                                pid);
         return sd_bus_reply_method_return(m, "h", fd);
+}
+
+/* A read-only descriptor of the process's memory (for the symbolizer to read CPython code
+ * objects), and the runtime the loader found in it. */
+static int method_open_process_memory(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Loader *l = userdata;
+        _cleanup_close_ int fd = -EBADF;
+        char path[64];
+        uint32_t pid;
+        EpProcess *p;
+        int r;
+
+        r = check_peer(m, userdata, error, "open process memory");
+        if (r < 0)
+                return r;
+        r = read_pid(m, error, &pid);
+        if (r < 0)
+                return r;
+        snprintf(path, sizeof path, "/proc/%" PRIu32 "/mem", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 && (errno == ENOENT || errno == ESRCH))
+                return sd_bus_error_setf(error, ERROR_NO_SUCH_FILE, "There is no process %" PRIu32 ".", pid);
+        if (fd < 0)
+                return sd_bus_error_set_errnof(error, errno, "Cannot open %s: %m", path);
+
+        /* A process no sample brought yet is looked at now. */
+        p = ep_proc_table_get(l->procs, (pid_t) pid);
+        if (!p && ep_proc_table_add(l->procs, (pid_t) pid, &p) >= 0) {
+                if (p->n_mappings == 0) {
+                        ep_proc_table_remove(l->procs, (pid_t) pid);
+                        p = NULL;
+                } else
+                        loader_track_process(l, p);
+        }
+        if (p && p->py_version && !p->exit_boot_ns)
+                return sd_bus_reply_method_return(m, "hsu", fd, "cpython", (uint32_t) p->py_version);
+        return sd_bus_reply_method_return(m, "hsu", fd, "", (uint32_t) 0);
 }
 
 static int method_set_frequency(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -208,6 +374,8 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "t", l->deferred_total);
         if (streq(property, "DeferredExpired"))
                 return sd_bus_message_append(reply, "t", l->deferred_expired);
+        if (streq(property, "WaitingSamples"))
+                return sd_bus_message_append(reply, "u", (uint32_t) l->n_deferred);
         if (streq(property, "TablesLoaded") || streq(property, "TableBytes") || streq(property, "TableRequests") ||
             streq(property, "TableErrors") || streq(property, "PendingTables") || streq(property, "UnwindRules") ||
             streq(property, "FramePointerFiles")) {
@@ -258,18 +426,54 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "t", c[EP_BPF_CNT_UNKNOWN_PROCESS]);
         if (streq(property, "ForkInherited"))
                 return sd_bus_message_append(reply, "t", c[EP_BPF_CNT_FORK_INHERITED]);
+        if (streq(property, "OtherNamespaceSamples"))
+                return sd_bus_message_append(reply, "t", c[EP_BPF_CNT_OTHER_PID_NS]);
+        if (streq(property, "PythonCounters")) {
+                int r = sd_bus_message_open_container(reply, 'a', "{st}");
+                for (int i = 0; r >= 0 && i < _EP_BPF_PY_MAX; i++)
+                        r = sd_bus_message_append(reply, "{st}", python_counter_names[i], c[EP_BPF_CNT_PY_BASE + i]);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "{st}", "frames-sent", l->py_frames);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "{st}", "placed-by-loader", l->py_spliced);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "{st}", "unplaced-dropped", l->py_unplaced_dropped);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "{st}", "processes", (uint64_t) loader_python_processes(l));
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "{st}", "runtimes", l->py_runtimes);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "{st}", "runtime-errors", l->py_detect_errors);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+                return r;
+        }
         return sd_bus_error_setf(error, SD_BUS_ERROR_UNKNOWN_PROPERTY, "Unknown property %s", property);
 }
 
 static const sd_bus_vtable loader_vtable[] = {
         SD_BUS_VTABLE_START(0),
-        SD_BUS_METHOD("OpenTraceRing", "", "hh", method_open_trace_ring, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("OpenFile", "ay", "h", method_open_file, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("OpenKallsyms", "", "h", method_open_kallsyms, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("OpenKernelModules", "", "h", method_open_kernel_modules, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("OpenPerfMap", "u", "h", method_open_perf_map, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("ListBpfPrograms", "", "a(ttus)", method_list_bpf_programs, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("SetFrequency", "u", "", method_set_frequency, 0),
+        SD_BUS_METHOD_WITH_ARGS("OpenTraceRing", SD_BUS_NO_ARGS, SD_BUS_RESULT("h", ring, "h", eventfd),
+                                method_open_trace_ring, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Drain", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_drain, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("OpenFile", SD_BUS_ARGS("ay", file_id), SD_BUS_RESULT("h", fd), method_open_file,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("OpenKallsyms", SD_BUS_NO_ARGS, SD_BUS_RESULT("h", fd), method_open_kallsyms,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("OpenKernelModules", SD_BUS_NO_ARGS, SD_BUS_RESULT("h", fd),
+                                method_open_kernel_modules, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("OpenPerfMap", SD_BUS_ARGS("u", pid), SD_BUS_RESULT("h", fd), method_open_perf_map,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("OpenProcessMemory", SD_BUS_ARGS("u", pid),
+                                SD_BUS_RESULT("h", mem, "s", runtime, "u", runtime_version),
+                                method_open_process_memory, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListBpfPrograms", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ttus)", functions),
+                                method_list_bpf_programs, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListTables", SD_BUS_ARGS("u", pid),
+                                SD_BUS_RESULT("a(sstbtu)", tables), method_list_tables, SD_BUS_VTABLE_UNPRIVILEGED),
+        /* Not unprivileged: sd-bus lets only callers with the loader's UID (root) or
+         * CAP_SYS_ADMIN through, whatever the policy says. */
+        SD_BUS_METHOD_WITH_ARGS("SetFrequency", SD_BUS_ARGS("u", hz), SD_BUS_NO_RESULT, method_set_frequency, 0),
         SD_BUS_PROPERTY("Version", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Frequency", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("CPUs", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -283,11 +487,14 @@ static const sd_bus_vtable loader_vtable[] = {
         SD_BUS_PROPERTY("UnwindSteps", "a{st}", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("UnknownProcessSamples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("ForkInherited", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("OtherNamespaceSamples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("PythonCounters", "a{st}", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("MappingOverflows", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("StackCopies", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LoaderUnwinds", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("DeferredSamples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("DeferredExpired", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("WaitingSamples", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("TablesLoaded", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("TableBytes", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("TableRequests", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -304,38 +511,71 @@ int loader_bus_publish(Loader *l) {
         return ep_daemon_publish(&l->daemon, EP_BUS_LOADER, EP_PATH_LOADER, EP_IFACE_LOADER, loader_vtable, l);
 }
 
-/* Emits PropertiesChanged for the statistics when any of them moved since the last call. */
+/* Hash of some counters: a group of properties changed when its hash did. */
+static uint64_t hash_values(const uint64_t *v, size_t n) {
+        return ep_hash_bytes(v, n * sizeof *v);
+}
+
+/* Emits PropertiesChanged for the statistics that moved since the last call (the status timer
+ * calls it every couple of seconds, so fast counters are announced in batches). Frequency and
+ * CPUs are announced by SetFrequency itself. Each entry of l->published stands for a group of
+ * properties: the exact value, or a hash of the group's values. */
 void loader_bus_emit_changes(Loader *l) {
+        static const char *const groups[][7] = {
+                { "Samples" },
+                { "LostSamples" },
+                { "RingFullDrops" },
+                { "TracesSent" },
+                { "UnwindStops" },
+                { "Processes", "Files" },
+                { "CollectorAttached" },
+                { "LastError" },
+                { "UnwindSteps", "UnknownProcessSamples", "ForkInherited", "OtherNamespaceSamples",
+                  "PythonCounters" },
+                { "TablesLoaded", "PendingTables" },
+                { "TableBytes", "TableRequests", "TableErrors", "UnwindRules", "FramePointerFiles" },
+                { "MappingOverflows", "StackCopies", "LoaderUnwinds", "DeferredSamples", "DeferredExpired",
+                  "WaitingSamples" },
+        };
         uint64_t c[EP_BPF_CNT_MAX], now[ELEMENTSOF(l->published)];
-        uint64_t stops = 0, steps = 0;
+        const char *names[64];
+        size_t n = 0;
         EpTablesStats ts;
 
+        _Static_assert(ELEMENTSOF(groups) == ELEMENTSOF(((Loader *) 0)->published), "one group per slot");
+        if (!l->daemon.object_path)
+                return; /* not on the bus yet */
         read_counters(l, c);
         ep_tables_stats(l->tables, &ts);
-        for (int i = 0; i < _EP_STOP_MAX; i++)
-                stops = stops * 31 + c[EP_BPF_CNT_STOP_BASE + i];
-        for (int i = 0; i < _EP_UNWIND_STEP_MAX; i++)
-                steps = steps * 31 + c[EP_BPF_CNT_STEP_BASE + i];
         now[0] = c[EP_BPF_CNT_SAMPLES];
         now[1] = c[EP_BPF_CNT_RINGBUF_FULL];
         now[2] = ep_ring_records_dropped(l->ring);
         now[3] = l->traces_sent;
-        now[4] = stops;
-        now[5] = ep_proc_table_n_processes(l->procs) << 32 | ep_proc_table_n_files(l->procs);
+        now[4] = hash_values(c + EP_BPF_CNT_STOP_BASE, _EP_STOP_MAX);
+        now[5] = hash_values((const uint64_t[]) { ep_proc_table_n_processes(l->procs),
+                                                  ep_proc_table_n_files(l->procs) }, 2);
         now[6] = loader_collector_attached(l);
         now[7] = l->last_error ? ep_hash_bytes(l->last_error, strlen(l->last_error)) : 0;
-        now[8] = steps ^ c[EP_BPF_CNT_UNKNOWN_PROCESS] << 1 ^ c[EP_BPF_CNT_FORK_INHERITED] << 2;
+        now[8] = hash_values((const uint64_t[]) { hash_values(c + EP_BPF_CNT_STEP_BASE, _EP_UNWIND_STEP_MAX),
+                                                  c[EP_BPF_CNT_UNKNOWN_PROCESS], c[EP_BPF_CNT_FORK_INHERITED],
+                                                  c[EP_BPF_CNT_OTHER_PID_NS],
+                                                  hash_values(c + EP_BPF_CNT_PY_BASE, _EP_BPF_PY_MAX),
+                                                  l->py_frames, l->py_runtimes, l->py_detect_errors,
+                                                  l->py_spliced, l->py_unplaced_dropped }, 10);
         now[9] = (uint64_t) ts.loaded << 32 | ts.pending;
-        now[10] = ts.bytes ^ ts.requests << 20 ^ ts.errors << 40 ^ (uint64_t) ts.rules << 48 ^ ts.fp_only;
-        now[11] = l->mapping_overflows ^ l->stack_copies << 8 ^ l->user_unwinds << 24 ^ l->deferred_total << 40 ^
-                  l->deferred_expired << 56;
-        if (memcmp(now, l->published, sizeof now) == 0)
+        now[10] = hash_values((const uint64_t[]) { ts.bytes, ts.requests, ts.errors, ts.rules, ts.fp_only }, 5);
+        now[11] = hash_values((const uint64_t[]) { l->mapping_overflows, l->stack_copies, l->user_unwinds,
+                                                   l->deferred_total, l->deferred_expired, l->n_deferred }, 6);
+
+        for (size_t g = 0; g < ELEMENTSOF(groups); g++) {
+                if (now[g] == l->published[g])
+                        continue;
+                for (size_t i = 0; i < ELEMENTSOF(groups[g]) && groups[g][i]; i++)
+                        names[n++] = groups[g][i];
+        }
+        names[n] = NULL;
+        if (n == 0)
                 return;
         memcpy(l->published, now, sizeof now);
-        ep_daemon_properties_changed(&l->daemon, "Samples", "LostSamples", "RingFullDrops", "TracesSent",
-                                     "UnwindStops", "Processes", "Files", "CollectorAttached", "LastError",
-                                     "UnwindSteps", "UnknownProcessSamples", "ForkInherited", "MappingOverflows",
-                                     "StackCopies", "LoaderUnwinds", "DeferredSamples", "DeferredExpired",
-                                     "TablesLoaded", "TableBytes", "TableRequests", "TableErrors", "PendingTables",
-                                     "FramePointerFiles", "UnwindRules", NULL);
+        (void) sd_bus_emit_properties_changed_strv(l->daemon.bus, EP_PATH_LOADER, EP_IFACE_LOADER, (char **) names);
 }

@@ -31,6 +31,8 @@ typedef struct Loader {
         uint32_t frequency;
         bool include_idle;
         uint64_t unload_delay_ns; /* --unload-delay */
+        const char *peer_user;    /* --peer-user */
+        uid_t peer_uid;           /* its uid; UID_INVALID: only root may ask for descriptors */
 
         /* BPF side */
         EpBpf *bpf;
@@ -77,13 +79,27 @@ typedef struct Loader {
         uint64_t deferred_total;   /* samples that waited for a table */
         uint64_t deferred_expired; /* ... and were sent when the wait ran out */
 
+        /* python-procs.c: CPython runtimes by file key (PyFile *), and statistics */
+        struct EpHashmap *py_files;
+        uint64_t py_runtimes;      /* files found to be usable CPython runtimes */
+        uint64_t py_detect_errors; /* CPython files that cannot be used */
+        uint64_t py_frames;        /* EP_FRAME_CPYTHON frames sent (trace-convert.c) */
+        uint64_t py_spliced;       /* BPF's unplaced interpreter frames placed in a loader unwind */
+        uint64_t py_unplaced_dropped; /* interpreter frames a loader unwind found no place for */
+
         EpFrame frames[EP_MAX_FRAMES]; /* conversion scratch */
+        uint64_t counters[EP_BPF_CNT_MAX]; /* loader-bus.c: the BPF counters, as last read */
+        uint64_t counters_read_ns;
         uint64_t user_frames[EP_BPF_MAX_USER_FRAMES];
+        uint64_t spliced_frames[EP_BPF_MAX_USER_FRAMES]; /* interp-splice.c's output */
 } Loader;
 
 /* Sets the LastError property (the caller logs). */
 void loader_set_error(Loader *l, const char *format, ...) _printf_(2, 3);
 bool loader_collector_attached(const Loader *l);
+
+/* main.c: reads what is in the BPF ring buffer now and sends it on. */
+void loader_drain(Loader *l);
 
 /* trace-convert.c */
 int loader_handle_bpf_record(Loader *l, const void *data, size_t size);
@@ -113,6 +129,25 @@ void loader_process_dead(Loader *l, EpProcess *p);
 int loader_scan_processes(Loader *l);
 /* Makes the vDSO a file with an unwind table (and symbols), before any process is read. */
 void loader_setup_vdso(Loader *l);
+
+/* runtimes.c: the interpreter runtimes' seam; the only caller of their files below. */
+/* p's mappings were written to BPF: each runtime writes (or deletes) p's entry. */
+void loader_runtimes_track(Loader *l, EpProcess *p);
+/* p is forgotten or dead: its runtime state goes, and its BPF entries too when
+ * delete_bpf_entry (not when the BPF side's exit hook removed them already). */
+void loader_runtimes_untrack(Loader *l, EpProcess *p, bool delete_bpf_entry);
+/* pc (a native frame's lookup address) is in one of p's interpreter loops. */
+bool loader_runtimes_is_interp_loop(Loader *l, const EpProcess *p, uint64_t pc);
+void loader_runtimes_free(Loader *l);
+
+/* python-procs.c: py_procs (bpf/cpython.h) for processes that map a CPython runtime. */
+/* Writes (or deletes) p's entry from its current mappings; called when they changed. */
+void loader_track_python(Loader *l, EpProcess *p);
+/* Forgets p's CPython, deleting its entry when delete_bpf_entry. */
+void loader_untrack_python(Loader *l, EpProcess *p, bool delete_bpf_entry);
+size_t loader_python_processes(Loader *l);
+bool loader_python_is_eval_loop(Loader *l, const EpProcess *p, uint64_t pc);
+void loader_python_free(Loader *l);
 
 /* loader-bus.c */
 int loader_bus_publish(Loader *l);

@@ -7,6 +7,7 @@
 #include <bpf/libbpf.h>
 #include <getopt.h>
 #include <linux/capability.h>
+#include <pwd.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
@@ -17,7 +18,11 @@
 #include "log.h"
 #include "loader.h"
 
-#define DRAIN_INTERVAL_USEC (200 * 1000ULL)
+/* Samples also wake the loader when EP_BPF_WAKEUP_BYTES are waiting or a process is new, and
+ * Collector1.Flush drains first (Loader1.Drain): the timer only bounds how stale a quiet
+ * machine's samples get. Periodic timers allow a quarter of their period of slack, so sd-event
+ * runs them in one wake-up (and at the same moment as other processes' timers). */
+#define DRAIN_INTERVAL_USEC (1 * USEC_PER_SEC)
 #define STATUS_INTERVAL_USEC (2 * USEC_PER_SEC)
 #define SWEEP_INTERVAL_USEC (1 * USEC_PER_SEC)
 #define PUBLISH_DELAY_USEC (20 * 1000ULL)
@@ -37,6 +42,8 @@ static void help(void) {
                "\n"
                "  --frequency HZ       samples per second per CPU, 1..%u (default %u)\n"
                "  --include-idle       also record samples of idle CPUs\n"
+               "  --peer-user NAME     the user the symbolizer and collector run as; only it and\n"
+               "                       root may ask for descriptors (default " EP_UNPRIVILEGED_USER ")\n"
                "  --unload-delay TIME  unload a file's unwind table this long after the last\n"
                "                       process mapping it went away (default 60s)\n"
                "  --log-level LEVEL    err, warning, notice, info (default) or debug\n"
@@ -47,10 +54,11 @@ static void help(void) {
 
 /* Returns 1 to run, 0 to exit successfully, -EINVAL after a usage message. */
 static int parse_args(int argc, char **argv, Loader *l) {
-        enum { ARG_FREQUENCY = 0x100, ARG_INCLUDE_IDLE, ARG_UNLOAD_DELAY, ARG_LOG_LEVEL, ARG_VERSION };
+        enum { ARG_FREQUENCY = 0x100, ARG_INCLUDE_IDLE, ARG_PEER_USER, ARG_UNLOAD_DELAY, ARG_LOG_LEVEL, ARG_VERSION };
         static const struct option options[] = {
                 { "frequency", required_argument, NULL, ARG_FREQUENCY },
                 { "include-idle", no_argument, NULL, ARG_INCLUDE_IDLE },
+                { "peer-user", required_argument, NULL, ARG_PEER_USER },
                 { "unload-delay", required_argument, NULL, ARG_UNLOAD_DELAY },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "help", no_argument, NULL, 'h' },
@@ -74,6 +82,9 @@ static int parse_args(int argc, char **argv, Loader *l) {
                         break;
                 case ARG_INCLUDE_IDLE:
                         l->include_idle = true;
+                        break;
+                case ARG_PEER_USER:
+                        l->peer_user = optarg;
                         break;
                 case ARG_UNLOAD_DELAY:
                         if (ep_parse_duration(optarg, &v) < 0) {
@@ -104,6 +115,19 @@ static int parse_args(int argc, char **argv, Loader *l) {
         if (ep_daemon_no_arguments("ebpf-profiler-loader", argc, argv) < 0)
                 return -EINVAL;
         return 1;
+}
+
+/* The bus policy already limits who may ask for descriptors; the loader checks again, since
+ * what it hands out was opened with root's reach. */
+static uid_t peer_uid(const char *user) {
+        struct passwd *pw = getpwnam(user);
+
+        if (!pw) {
+                log_notice("User '%s' (--peer-user) does not exist: only root may ask the loader for "
+                           "descriptors.", user);
+                return UID_INVALID;
+        }
+        return pw->pw_uid;
 }
 
 static bool have_capability(const struct __user_cap_data_struct caps[2], int cap) {
@@ -202,7 +226,7 @@ static int on_bpf_record(void *ctx, void *data, size_t size) {
         return 0; /* keep draining */
 }
 
-static void drain(Loader *l) {
+void loader_drain(Loader *l) {
         int r = ring_buffer__consume(l->bpf_ring);
 
         if (r < 0)
@@ -247,12 +271,12 @@ static void on_publish_soon(void *userdata) {
 }
 
 static int on_bpf_ring_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        drain(userdata);
+        loader_drain(userdata);
         return 0;
 }
 
 static int on_drain_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        drain(userdata);
+        loader_drain(userdata);
         return sd_event_source_set_time_relative(s, DRAIN_INTERVAL_USEC);
 }
 
@@ -285,7 +309,7 @@ static int on_sweep_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 static int add_timer(Loader *l, sd_event_source **ret, uint64_t interval, sd_event_time_handler_t handler) {
-        int r = sd_event_add_time_relative(l->daemon.event, ret, CLOCK_MONOTONIC, interval, interval / 10,
+        int r = sd_event_add_time_relative(l->daemon.event, ret, CLOCK_MONOTONIC, interval, interval / 4,
                                            handler, l);
         if (r >= 0)
                 r = sd_event_source_set_enabled(*ret, SD_EVENT_ON);
@@ -321,6 +345,7 @@ static void loader_done(Loader *l) {
         ring_buffer__free(l->bpf_ring);
         ep_symclient_free(l->symclient);
         loader_deferred_free(l);
+        loader_runtimes_free(l);
         ep_proc_table_free(l->procs); /* before the tables: no forget calls on free */
         ep_tables_free(l->tables);
         ep_bpf_free(l->bpf);
@@ -337,10 +362,12 @@ int main(int argc, char **argv) {
 
         l->frequency = LOADER_FREQUENCY_DEFAULT;
         l->unload_delay_ns = LOADER_UNLOAD_DELAY_DEFAULT_NS;
+        l->peer_user = EP_UNPRIVILEGED_USER;
         log_setup("ebpf-profiler-loader");
         r = parse_args(argc, argv, l);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
+        l->peer_uid = peer_uid(l->peer_user);
 
         if (check_privileges() < 0 || check_btf() < 0)
                 return 1;
@@ -354,15 +381,16 @@ int main(int argc, char **argv) {
                 goto finish;
         }
 
-        l->limits = ep_bpf_limits_for(physical_memory(), pid_max());
+        l->limits = ep_bpf_limits_for(physical_memory(), pid_max(), l->frequency,
+                                      (unsigned) MAX(sysconf(_SC_NPROCESSORS_ONLN), 1L));
         r = ep_bpf_load(l->include_idle, &l->limits, &l->bpf);
         if (r < 0)
                 goto finish;
         l->maps = ep_bpf_unwind_maps(l->bpf);
-        log_info("Native unwinding maps: up to %u processes, %u files, %u table pages, %u rules "
-                 "(at most %" PRIu64 " MiB of kernel memory when full).",
-                 l->limits.max_processes, l->limits.max_files - 1, l->limits.max_pages, EP_BPF_MAX_RULES,
-                 ep_bpf_limits_max_bytes(&l->limits) >> 20);
+        log_info("BPF ring buffer %u KiB; native unwinding maps: up to %u processes, %u files, %u table "
+                 "pages, %u rules (at most %" PRIu64 " MiB of kernel memory when full).",
+                 l->limits.ringbuf_bytes >> 10, l->limits.max_processes, l->limits.max_files - 1,
+                 l->limits.max_pages, EP_BPF_MAX_RULES, ep_bpf_limits_max_bytes(&l->limits) >> 20);
         l->proc_scratch = calloc(1, sizeof *l->proc_scratch);
         if (!l->proc_scratch) {
                 r = log_error_errno(ENOMEM, "Out of memory.");
@@ -405,5 +433,5 @@ int main(int argc, char **argv) {
 
 finish:
         loader_done(l);
-        return r < 0 ? 1 : 0;
+        return r < 0 ? EXIT_FAILURE : r;
 }

@@ -321,6 +321,8 @@ static uint32_t file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m) {
         slot = ep_hashmap_get(t->inodes, &ik);
         if (slot)
                 return load_u32(slot);
+        LOG_CONTEXT_PID(pid);
+        LOG_CONTEXT_FILE(m->path);
 
         r = t->identify(pid, m, t->identify_userdata, id, &size);
         if (r < 0) {
@@ -434,6 +436,7 @@ static int read_maps(EpProcTable *t, EpProcess *p) {
 int ep_process_refresh(EpProcTable *t, EpProcess *p) {
         bool changed = false;
         int r;
+        LOG_CONTEXT_PID(p->pid);
 
         p->maps_read_ns = ep_now_ns(CLOCK_MONOTONIC);
         p->maps_read_boot_ns = ep_now_ns(CLOCK_BOOTTIME);

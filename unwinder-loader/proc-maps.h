@@ -53,6 +53,9 @@ typedef struct EpProcess {
         uint64_t synced_boot_ns;     /* CLOCK_BOOTTIME of that write */
         uint32_t *held_files;        /* file keys it holds a table reference on, sorted */
         size_t n_held;
+        /* python-procs.c: the CPython it runs (major << 8 | minor) as written to py_procs; 0:
+         * none */
+        uint16_t py_version;
 
         /* trace-convert.c: samples waiting for tables keep the process (and its exit notice) */
         unsigned n_deferred;

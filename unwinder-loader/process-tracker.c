@@ -63,6 +63,7 @@ void loader_track_process(Loader *l, EpProcess *p) {
         uint32_t pid = (uint32_t) p->pid;
         size_t n_keys = 0;
         uint32_t n = 0;
+        LOG_CONTEXT_PID(p->pid);
 
         if (p->pid <= 0 || p->synced_gen == p->maps_gen || !l->tables)
                 return;
@@ -118,6 +119,7 @@ void loader_track_process(Loader *l, EpProcess *p) {
         }
         p->synced_gen = p->maps_gen;
         p->synced_boot_ns = ep_now_ns(CLOCK_BOOTTIME);
+        loader_runtimes_track(l, p);
 }
 
 void loader_untrack_process(EpProcess *p, void *userdata) {
@@ -133,6 +135,7 @@ void loader_untrack_process(EpProcess *p, void *userdata) {
          * process by now (given its parent's mappings at fork): leave it alone then. */
         if (p->synced_gen != 0 && !p->exit_boot_ns)
                 (void) bpf_map_delete_elem(l->maps.proc_mappings, &pid);
+        loader_runtimes_untrack(l, p, p->synced_gen != 0 && !p->exit_boot_ns);
         p->synced_gen = 0;
 }
 
@@ -142,6 +145,7 @@ void loader_process_dead(Loader *l, EpProcess *p) {
         /* Found dead without the BPF side's exit event (lost): its entry may still be there. */
         if (p->synced_gen != 0)
                 (void) bpf_map_delete_elem(l->maps.proc_mappings, &pid);
+        loader_runtimes_untrack(l, p, true);
         p->synced_gen = 0;
 }
 

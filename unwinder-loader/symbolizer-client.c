@@ -113,8 +113,11 @@ static int on_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) 
                         log_debug_errno(r, "Unusable GetUnwindTable answer for file %u: %m", q->key);
                         result = EP_TABLE_BAD_FILE;
                 } else {
+                        EpFile *f = ep_proc_table_file(c->procs, q->key);
+
                         result = EP_TABLE_OK;
-                        log_debug("Unwind table of file %u: %zu bytes after %" PRIu64 " ms.", q->key, size,
+                        log_debug("Unwind table of file %u (%s): %zu bytes after %" PRIu64 " ms.", q->key,
+                                  f && f->path ? f->path : "?", size,
                                   (uint64_t) ((ep_now_ns(CLOCK_MONOTONIC) - q->sent_ns) / NSEC_PER_MSEC));
                 }
         }

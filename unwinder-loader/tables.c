@@ -34,6 +34,7 @@ typedef struct TableFile {
         uint32_t slot; /* BPF file number; 0 = none */
         uint32_t refs;
         TableState state;
+        uint64_t state_since_ns; /* CLOCK_MONOTONIC of the last state change, for ListTables */
         bool hot;
         unsigned attempts;
         uint64_t unused_since_ns; /* CLOCK_MONOTONIC when refs reached 0; 0 while used */
@@ -144,6 +145,8 @@ static void set_state(EpTables *t, TableFile *f, TableState s) {
         t->n_pending += (uint32_t) pending - (uint32_t) was_pending;
         t->n_loaded += (uint32_t) (s == T_LOADED) - (uint32_t) (f->state == T_LOADED);
         t->n_fp_only += (uint32_t) (s == T_FP_ONLY) - (uint32_t) (f->state == T_FP_ONLY);
+        if (s != f->state || f->state_since_ns == 0)
+                f->state_since_ns = ep_now_ns(CLOCK_MONOTONIC);
         f->state = s;
 }
 
@@ -740,6 +743,44 @@ void ep_tables_sweep(EpTables *t) {
                         file_drop(t, drop[i], removed);
                 }
         }
+}
+
+static const char *const state_names[] = {
+        [T_IDLE] = "idle",
+        [T_QUEUED] = "queued",
+        [T_ASKING] = "asking",
+        [T_PUBLISHING] = "publishing",
+        [T_LOADED] = "loaded",
+        [T_FP_ONLY] = "frame-pointers",
+        [T_FAILED] = "failed",
+        [T_RETRY] = "retry",
+        [T_UNAVAILABLE] = "unavailable",
+};
+
+bool ep_tables_iterate(EpTables *t, size_t *state, uint32_t *ret_key) {
+        const void *k;
+        void *v;
+
+        if (!ep_hashmap_iterate(t->files, state, &k, &v))
+                return false;
+        memcpy(ret_key, k, sizeof *ret_key);
+        return true;
+}
+
+int ep_tables_file_info(EpTables *t, uint32_t file_key, EpTableInfo *ret) {
+        const TableFile *f = file_get(t, file_key);
+        uint64_t now = ep_now_ns(CLOCK_MONOTONIC);
+
+        if (!f)
+                return -ENOENT;
+        *ret = (EpTableInfo) {
+                .state = state_names[f->state],
+                .state_ns = f->state_since_ns && now > f->state_since_ns ? now - f->state_since_ns : 0,
+                .bytes = f->bytes,
+                .attempts = f->attempts,
+                .waited_for = table_pending(f),
+        };
+        return 0;
 }
 
 void ep_tables_stats(const EpTables *t, EpTablesStats *ret) {

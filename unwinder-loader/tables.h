@@ -87,3 +87,17 @@ void ep_tables_find_done(EpTables *t);
 /* Unloads tables unused for longer than the delay; re-queues retries that are due. */
 void ep_tables_sweep(EpTables *t);
 void ep_tables_stats(const EpTables *t, EpTablesStats *ret);
+
+/* One file's table, for Loader1.ListTables. */
+typedef struct EpTableInfo {
+        const char *state; /* "queued", "loaded", "retry", ...: docs/dbus.md */
+        uint64_t state_ns; /* time since the state last changed */
+        uint64_t bytes;    /* kernel memory of its table */
+        unsigned attempts; /* transient failures in a row */
+        bool waited_for;   /* a table is still expected: samples in the file are deferred for it */
+} EpTableInfo;
+
+/* The files the tables know, in no order: *state starts at 0. */
+bool ep_tables_iterate(EpTables *t, size_t *state, uint32_t *ret_key);
+/* -ENOENT for a file the tables do not know (never referenced, or dropped). */
+int ep_tables_file_info(EpTables *t, uint32_t file_key, EpTableInfo *ret);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "interp-splice.h"
 #include "loader.h"
 #include "native-unwind.h"
 #include "profiler.h"
@@ -26,7 +27,7 @@ _Static_assert(_EP_STOP_MAX <= EP_BPF_CNT_MAX - EP_BPF_CNT_STOP_BASE, "stop coun
 #define REREAD_MAX_NS (2 * NSEC_PER_SEC)
 #define RESYNC_MIN_NS (100 * NSEC_PER_MSEC)      /* per pid, when BPF lost a synchronised entry */
 /* Samples with a stack copy whose tables are still coming wait for them, within limits. */
-#define DEFER_MAX_NS (3 * NSEC_PER_SEC)
+#define DEFER_MAX_NS (10 * NSEC_PER_SEC) /* a first extraction from a cold disk takes seconds */
 #define DEFER_MAX_SAMPLES 512
 #define DEFER_MAX_BYTES (16u << 20)
 #define EXITED_KEEP_NS (5 * NSEC_PER_SEC)        /* traces still in flight after an exit */
@@ -192,6 +193,34 @@ static int sample_parse(Loader *l, const struct ep_bpf_sample *s, size_t size,
         return 0;
 }
 
+typedef struct SpliceContext {
+        Loader *l;
+        const EpProcess *p;
+} SpliceContext;
+
+static bool interp_loop(void *userdata, uint64_t pc) {
+        const SpliceContext *c = userdata;
+
+        return loader_runtimes_is_interp_loop(c->l, c->p, pc);
+}
+
+/* The loader's own unwind (l->user_frames, n_native frames) with BPF's interpreter frames put
+ * in place, into l->spliced_frames: returns the number of slots there. */
+static unsigned splice_interp_frames(Loader *l, const EpProcess *p, const uint64_t *bpf, unsigned n_bpf,
+                                     unsigned n_native, bool native_complete) {
+        SpliceContext c = { .l = l, .p = p };
+        EpSpliceResult r = ep_splice_interp_frames(bpf, n_bpf, l->user_frames, n_native, native_complete,
+                                                   interp_loop, &c, l->spliced_frames, EP_BPF_MAX_USER_FRAMES);
+
+        if (r.dropped > 0 && l->py_unplaced_dropped == 0)
+                log_notice("Process %d: %u interpreter frames of a sample found no interpreter-loop frame in the "
+                           "loader's own unwind of it; they are left out (see PythonCounters, unplaced-dropped).",
+                           (int) p->pid, r.dropped);
+        l->py_unplaced_dropped += r.dropped;
+        l->py_spliced += r.placed;
+        return r.n;
+}
+
 /* Converts one sample and pushes it to the trace ring. With a stack copy, the loader unwinds
  * it again and keeps whichever unwind got further. Returns 1 (and sends nothing) when that
  * unwind waits for a table and allow_wait is set; *ret_waiting is that table's file key. */
@@ -207,29 +236,41 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
         if (!ring_open(l))
                 return 0;
         if (copy) {
+                unsigned un, n_bpf_native;
                 uint32_t waiting;
-                unsigned un;
                 int us;
 
                 /* A PC the cache does not know makes it read the mappings again (the reason
                  * BPF could not unwind may be a mapping it did not know either). */
                 (void) resolve(l, p, copy->pc, s->time_ns, &refreshed);
-                for (unsigned i = 1; i < nu && !refreshed; i++)
+                for (unsigned i = 1; i < nu && !refreshed; i++) {
+                        if (user[i] >> EP_BPF_FRAME_FLAGS_SHIFT & EP_BPF_FRAME_F_CPYTHON) {
+                                i++; /* a CPython frame's two slots: no code address */
+                                continue;
+                        }
                         (void) resolve(l, p, (user[i] & EP_BPF_FRAME_ADDR_MASK) - 1, s->time_ns, &refreshed);
+                }
                 us = loader_user_unwind(l, p, copy, l->user_frames, EP_BPF_MAX_USER_FRAMES, &un, &waiting);
 
                 if (waiting && allow_wait) {
                         *ret_waiting = waiting;
                         return 1;
                 }
-                if (us == EP_STOP_OK || un > nu) {
-                        user = l->user_frames;
-                        nu = un;
+                n_bpf_native = ep_native_frame_count(user, nu);
+                if (us == EP_STOP_OK || un > n_bpf_native) {
+                        /* Interpreter frames from BPF go into the loader's native unwind. */
+                        if (n_bpf_native < nu) {
+                                nu = splice_interp_frames(l, p, user, nu, un, us == EP_STOP_OK);
+                                user = l->spliced_frames;
+                        } else {
+                                user = l->user_frames;
+                                nu = un;
+                        }
                         stop = (unsigned) us;
                         l->user_unwinds++;
                 }
         }
-        n = nk + nu;
+        n = nk;
 
         for (unsigned i = 0; i < nk; i++)
                 l->frames[i] = (EpFrame) { .addr = s->frames[i], .kind = EP_FRAME_KERNEL };
@@ -237,7 +278,20 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
                 uint64_t raw = user[i], pc = raw & EP_BPF_FRAME_ADDR_MASK;
                 unsigned uflags = (unsigned) (raw >> EP_BPF_FRAME_FLAGS_SHIFT);
                 bool ra = uflags & EP_UNWIND_F_RETURN_ADDRESS;
-                EpFrame *f = &l->frames[nk + i];
+                EpFrame *f = &l->frames[n++];
+
+                if (uflags & EP_BPF_FRAME_F_CPYTHON) {
+                        /* Code object, then the byte offset of its instruction (bpf/profiler.h). */
+                        int64_t off = i + 1 < nu ? (int64_t) user[i + 1] : 0;
+
+                        i++;
+                        *f = (EpFrame) {
+                                .addr = EP_FRAME_CPYTHON_ADDR(pc, (uint64_t) (off < 0 ? 0 : off)),
+                                .kind = EP_FRAME_CPYTHON,
+                        };
+                        l->py_frames++;
+                        continue;
+                }
                 /* A return address points after the call: look up the call instruction's byte,
                  * which is in the caller's mapping even when the call ends it. */
                 const EpMapping *m = resolve(l, p, ra ? pc - 1 : pc, s->time_ns, &refreshed);
@@ -255,8 +309,8 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
                 }
                 /* This frame was reached by a frame-pointer step: the frame below it had no
                  * table. Ask for that table before the ones no sample needed yet. */
-                if ((uflags & EP_UNWIND_F_AFTER_FP_STEP) && i > 0 && l->frames[nk + i - 1].kind == EP_FRAME_NATIVE)
-                        ep_tables_hint_needed(l->tables, l->frames[nk + i - 1].file_key);
+                if ((uflags & EP_UNWIND_F_AFTER_FP_STEP) && n >= nk + 2 && l->frames[n - 2].kind == EP_FRAME_NATIVE)
+                        ep_tables_hint_needed(l->tables, l->frames[n - 2].file_key);
         }
 
         /* The user stack ended early: say why, as the outermost frame. */

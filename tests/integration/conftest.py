@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Fixtures for the end-to-end tests: a build tree, a profiler started with `ebpf-profiler run`
 on a private bus, its store, and a loopback OTLP receiver."""
+import collections
+import json
 import os
+import select
 import signal
 import sqlite3
 import subprocess
@@ -36,6 +39,36 @@ def cli(*args, env=None, check=True, timeout=60):
     return p
 
 
+def stacks_query(pid, tid=None):
+    """SQL and parameters for (stack id, frames blob, samples) of pid (and tid) in the store."""
+    query = ("SELECT st.id, st.frames, SUM(s.count) FROM samples s JOIN processes p ON p.id = s.process "
+             "JOIN stacks st ON st.id = s.stack WHERE p.pid = ?")
+    params = [pid]
+    if tid is not None:
+        query += " AND s.tid = ?"
+        params.append(tid)
+    return query + " GROUP BY st.id", params
+
+
+def read_lines(p, n, timeout=120):
+    """The first n lines process p prints on its stdout pipe, within timeout (a program's first
+    start from a cold disk can take many seconds)."""
+    fd, buf, deadline = p.stdout.fileno(), b"", time.time() + timeout
+    while buf.count(b"\n") < n:
+        ready, _, _ = select.select([fd], [], [], max(0, deadline - time.time()))
+        chunk = os.read(fd, 4096) if ready else b""
+        if not chunk:
+            got = buf.count(b"\n")
+            raise AssertionError(f"{p.args}: {got} of {n} lines after {timeout}s (exit status {p.poll()})")
+        buf += chunk
+    return buf.decode().splitlines()[:n]
+
+
+def frame_ids(blob):
+    """The frame ids of a stacks.frames blob (little-endian 64-bit), leaf first."""
+    return [int.from_bytes(blob[o:o + 8], "little") for o in range(0, len(blob), 8)]
+
+
 class Profiler:
     """`ebpf-profiler run` in the background, with everything a test needs to talk to it."""
 
@@ -54,7 +87,11 @@ class Profiler:
              "--frequency", "99", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
         self.bus = None
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()  # a profiler that never got ready must not outlive the test
+            raise
 
     def wait_ready(self, timeout=30):
         deadline = time.time() + timeout
@@ -92,6 +129,115 @@ class Profiler:
         """Closes the collector's current interval so what was sampled so far is in the store."""
         self.busctl("call", "org.ebpfprofiler.Collector1", "/org/ebpfprofiler/Collector1",
                     "org.ebpfprofiler.Collector1", "Flush")
+
+    def tables(self, pid=0):
+        """Loader1.ListTables: [(path, state, seconds in that state, waited for, bytes, attempts)]
+        of the files pid maps (0: of every file). None while the loader does not know pid yet."""
+        p = subprocess.run(["busctl", f"--address={self.bus}", "--json=short", "call", "org.ebpfprofiler.Loader1",
+                            "/org/ebpfprofiler/Loader1", "org.ebpfprofiler.Loader1", "ListTables", "u", str(pid)],
+                           capture_output=True, text=True, timeout=30)
+        if p.returncode != 0:
+            if pid and "not known to the loader" in p.stderr:
+                return None
+            raise AssertionError(f"ListTables {pid}: {p.stderr}")
+        return [(path, state, usec / 1e6, waited, size, attempts)
+                for path, state, usec, waited, size, attempts in json.loads(p.stdout)["data"][0]]
+
+    def tables_ready(self, pids=None):
+        """No table that samples wait for is still to come: of the files the processes pids map
+        (a test's own workloads: another process on the machine is none of its business), or of
+        every file when pids is None."""
+        if pids is None:
+            return self.prop("Loader", "TablesLoaded") > 0 and self.prop("Loader", "PendingTables") == 0
+        for pid in pids:
+            rows = self.tables(pid)
+            if rows is None and not Path(f"/proc/{pid}").exists():
+                continue  # gone and forgotten: the loader keeps a process while samples wait
+            if not rows or any(waited for _, _, _, waited, _, _ in rows):
+                return False
+        return True
+
+    def diagnosis(self, pids=None):
+        """What a timeout message needs to tell where the pipeline stands: the counters, the
+        tables still waited for (oldest first), the symbolizer's queue and the daemons' last lines."""
+        try:
+            return self._diagnosis(pids)
+        except (AssertionError, OSError, subprocess.SubprocessError, ValueError) as e:
+            return (f"(the daemons did not answer all questions: {e})\n" + self.thread_stacks() +
+                    "\n".join(self.output().splitlines()[-10:]))
+
+    def thread_stacks(self):
+        """Where each daemon's threads are: what a daemon that does not answer its bus is doing
+        (kernel wait channel, and the user stack when gdb is there)."""
+        lines = []
+        for binary in ("ebpf-profiler-loader", "ebpf-profiler-symbolizer", "ebpf-profiler-collector"):
+            pid = self.daemon_pid(binary)
+            if pid is None:
+                continue
+            for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+                try:
+                    lines.append(f"{binary} {task.name}: {(task / 'comm').read_text().strip()} "
+                                 f"in {(task / 'wchan').read_text() or 'running'}")
+                except OSError:
+                    continue
+            if shutil.which("gdb"):
+                p = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 25"],
+                                   capture_output=True, text=True, timeout=60)
+                lines += ["  " + l for l in p.stdout.splitlines() if l.startswith(("#", "Thread"))]
+        return "\n".join(lines) + "\n"
+
+    def _diagnosis(self, pids):
+        waited = sorted((r for r in self.tables() if r[3]), key=lambda r: -r[2])
+        lines = [self.table_state() + f", PendingSymbols {self.prop('Collector', 'PendingSymbols')}, "
+                 f"symbolizer UnwindQueue {self.prop('Symbolizer', 'UnwindQueue')} UnwindTables "
+                 f"{self.prop('Symbolizer', 'UnwindTables')} UnwindExtractErrors "
+                 f"{self.prop('Symbolizer', 'UnwindExtractErrors')} UnwindExtractNsec "
+                 f"{self.prop('Symbolizer', 'UnwindExtractNsec')}"]
+        lines.append(f"{len(waited)} tables waited for (state, seconds in it, attempts, path):")
+        lines += [f"  {state} {age:.1f}s x{attempts} {path}" for path, state, age, _, _, attempts in waited[:12]]
+        for pid in pids or ():
+            rows = self.tables(pid)
+            lines.append(f"pid {pid}: " + ("unknown to the loader" if rows is None else
+                         ", ".join(f"{Path(path).name}={state}" for path, state, *_ in rows)))
+        lines.append("the daemons' last lines:")
+        lines += ["  " + l for l in self.output().splitlines()[-10:]]
+        return "\n".join(lines)
+
+    def wait_for_tables(self, pids=None, timeout=120):
+        """Until the unwind tables of pids' files (of every file without pids) are loaded or
+        known not to come: what those processes run is unwound from here on. On a first start
+        from a cold disk this takes seconds, not milliseconds."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.tables_ready(pids):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"unwind tables still pending after {timeout}s:\n{self.diagnosis(pids)}")
+
+    def settle(self, pids=None, timeout=120):
+        """Until everything sampled so far is in the store, names included: no table pending
+        (of pids' files, with pids), no sample waiting for one, no symbol the collector still
+        waits for. The last flush writes the names that came after the interval before it (late
+        names are UPDATEs)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            self.flush()
+            if self.tables_ready(pids) and self.prop("Collector", "PendingSymbols") == 0 and (
+                    pids is not None or self.prop("Loader", "WaitingSamples") == 0):
+                self.flush()
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"the profiler did not settle in {timeout}s:\n{self.diagnosis(pids)}")
+
+    def stack_counts(self, pid, tid=None):
+        """{stack id: samples} of pid (and tid) in the store now: a baseline that the samples
+        taken later are told apart from."""
+        with self.db() as con:
+            return collections.Counter({sid: n for sid, _, n in con.execute(*stacks_query(pid, tid))})
+
+    def table_state(self):
+        return ", ".join(f"{name} {self.prop('Loader', name)}" for name in (
+            "TablesLoaded", "PendingTables", "TableErrors", "WaitingSamples", "DeferredSamples", "DeferredExpired"))
 
     def daemon_pid(self, binary):
         """PID of the supervised daemon whose executable is `binary`."""
@@ -169,15 +315,8 @@ def stacks_for_pid(con, pid):
         lines.setdefault(frame, []).append(function)
     kinds = dict(con.execute("SELECT id, kind FROM frames"))
     out = []
-    rows = con.execute(
-        "SELECT st.frames, SUM(s.count) FROM samples s JOIN processes p ON p.id = s.process "
-        "JOIN stacks st ON st.id = s.stack WHERE p.pid = ? GROUP BY st.id", (pid,))
-    for blob, count in rows:
-        frames = []
-        for off in range(0, len(blob), 8):
-            fid = int.from_bytes(blob[off:off + 8], "little")
-            frames.extend((kinds.get(fid), fn) for fn in lines.get(fid, [None]))
-        out.append((frames, count))
+    for _, blob, count in con.execute(*stacks_query(pid)):
+        out.append(([(kinds.get(fid), fn) for fid in frame_ids(blob) for fn in lines.get(fid, [None])], count))
     return out
 
 
@@ -203,8 +342,7 @@ def samples_with_frames(con, pid):
         "WHERE p.pid = ? GROUP BY s.tid, s.thread_name, st.id", (pid,))
     for tid, thread_name, blob, count in rows:
         frames = []
-        for off in range(0, len(blob), 8):
-            fid = int.from_bytes(blob[off:off + 8], "little")
+        for fid in frame_ids(blob):
             kind, addr, path = info.get(fid, (None, None, None))
             for fn in lines.get(fid, [None]):
                 frames.append({"kind": kind, "function": fn, "path": path,
@@ -212,3 +350,17 @@ def samples_with_frames(con, pid):
         out.append((tid, thread_name, frames, count))
     return out
 
+
+
+def decode_otlp(path):
+    """protoc's text form of an ExportProfilesServiceRequest file (skips the test without protoc)."""
+    protoc = shutil.which("protoc")
+    if not protoc:
+        pytest.skip("protoc not installed")
+    with open(path, "rb") as f:
+        p = subprocess.run([protoc, f"--proto_path={REPO / 'proto'}",
+                            "--decode=opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest",
+                            "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"],
+                           stdin=f, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout

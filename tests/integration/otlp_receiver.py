@@ -346,9 +346,22 @@ class _ReceiverBase:
     def raw(self):                  # the older name of .attempts
         return self.attempts
 
-    def _next_reply(self):
+    def set_script(self, replies):
+        """Replaces the script; returns the time from which requests get its answers: an
+        attempt's "time" is when its answer was chosen, under the same lock, so attempts at or
+        after that time are exactly those answered from this script."""
         with self._lock:
-            return self.script.pop(0) if self.script else self.default
+            self.script[:] = replies
+            return time.time()
+
+    def _next_reply(self, info):
+        """The scripted answer for a request, else the default; stamps info["time"]."""
+        with self._lock:
+            info["time"] = time.time()
+            return self.script.pop(0) if self.script else self._default_reply()
+
+    def _default_reply(self):
+        return self.default
 
     def _record(self, info, reply, req):
         """info: path, headers, body (wire bytes), message (decoded protobuf bytes), time."""
@@ -503,9 +516,7 @@ class OtlpReceiver(_ReceiverBase):
                     receiver._record(info, Reply.http(400), None)
                     self._reply(400, str(e).encode(), "text/plain")
                     return
-                with receiver._lock:
-                    reply = receiver.script.pop(0) if receiver.script else None
-                reply = reply or receiver._default_reply()
+                reply = receiver._next_reply(info)
                 if reply.delay:
                     time.sleep(reply.delay)
                 receiver._record(info, reply, req)
@@ -744,7 +755,7 @@ class GrpcReceiver(_ReceiverBase):
                 self.errors.append(f"{type(e).__name__}: {e}")
             self._record(info, Reply.grpc("INVALID_ARGUMENT", str(e)), None)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"cannot decode: {e}")
-        reply = self._next_reply()
+        reply = self._next_reply(info)
         if reply.delay:
             time.sleep(reply.delay)
         self._record(info, reply, req)

@@ -4,7 +4,6 @@ wrote (file://, no network), applies a #search= from the address through the sea
 and we read the rendered DOM back. One store is built here (deterministic, hostile names, two
 windows for a diff); one comes from a profiler sampling the fpchain workload (needs root)."""
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -241,8 +240,7 @@ def test_profiled_workload_in_browser(profiler_store, tmp_path):
     w = run_workload("fpchain", 3)
     w.wait(timeout=40)
     assert w.returncode == 0
-    profiler_store.flush()
-    time.sleep(1.5)
+    profiler_store.settle()
     out = tmp_path / "fp.html"
     cli("flamegraph", "--store", profiler_store.store, "--pid", w.pid, "-o", out)
     data = embedded_json(out.read_text())

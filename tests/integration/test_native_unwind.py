@@ -39,7 +39,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from shutil import which
 
@@ -191,6 +190,12 @@ def chain_of(chains):
     return check
 
 
+def before_main(pid, tid, frames):
+    names = [name for name, _ in frames]
+    return "main" not in names and bool(names) and (names[-2:] == ["_dl_start", "_start"] or
+                                                    "__spawni_child" in names)
+
+
 def cxx_chain(pid, tid, frames):
     return ends_with(names_without_clock(frames), CXXSORT_TAIL)
 
@@ -313,30 +318,16 @@ def namer():
     return FrameNamer()
 
 
-def wait_tables_settled(profiler, timeout=30):
-    """Waits until the symbolizer has answered every unwind table asked for so far (its count
-    stays the same for a second)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        now = profiler.prop("Symbolizer", "UnwindTables")
-        if now == last:
-            return
-        last = now
-        time.sleep(1.0)
-
-
 def warm_up(profiler, argv, seconds=1.5):
     """Runs argv briefly so its files are seen and their tables extracted and loaded: the
     completeness figures are those of a profiler that has met the program before (the cost of
     first sight, extracting libLLVM's table while clang runs, is the benchmark's cold column)."""
     run_for(argv, seconds)
-    wait_tables_settled(profiler)
+    profiler.wait_for_tables()
 
 
 def collect(profiler, pids, namer):
-    profiler.flush()
-    time.sleep(1.5)  # the interval closes, waits for symbols, and is written
+    profiler.settle()
     with profiler.db() as con:
         return Profile(con, pids, namer)
 
@@ -398,7 +389,10 @@ def test_spawned_children_have_the_exact_chain(profiler, namer):
     prof = collect(profiler, list(children), namer)
     assert prof.total >= MIN_SAMPLES, f"only {prof.total} samples of the spawned children"
     assert_share(prof, prof.reaches_root, COMPLETE, "spawned children: reaching the root")
-    assert_share(prof, chain_of([SPAWN_CHILD]), COMPLETE, "spawned children: exact chain")
+    # A child is also sampled before its main: in ld.so's start-up, or in the parent's image
+    # between clone and exec. Those stacks are complete (checked above), not the chain.
+    in_chain = chain_of([SPAWN_CHILD])
+    assert_share(prof, lambda *s: in_chain(*s) or before_main(*s), COMPLETE, "spawned children: exact chain")
     for how in ("posix_spawn", "vfork"):
         sub = collect(profiler, [p for p, h in children.items() if h == how], namer)
         assert sub.total > 0, f"no samples of the {how} children"
@@ -453,7 +447,7 @@ def test_second_start_takes_tables_from_the_cache(profiler, namer, cache_dir):
     # extracted; everything asked for is answered before it stops.
     prof = profile_ours(profiler, namer, "deepchain", seconds=2)
     assert prof.total > 0
-    wait_tables_settled(profiler)
+    profiler.wait_for_tables()
     assert profiler.prop("Symbolizer", "UnwindCacheMisses") > 0, "the first start extracted nothing"
     profiler.stop()
     seen = cached_file_ids(cache_dir)
@@ -464,7 +458,7 @@ def test_second_start_takes_tables_from_the_cache(profiler, namer, cache_dir):
         w = subprocess.Popen([str(WORKLOADS / "deepchain"), "2"], stdout=subprocess.DEVNULL)
         w.wait(timeout=60)
         prof = collect(second, [w.pid], namer)
-        wait_tables_settled(second)
+        second.wait_for_tables()
         hits = second.prop("Symbolizer", "UnwindCacheHits")
         misses = second.prop("Symbolizer", "UnwindCacheMisses")
         errors = second.prop("Symbolizer", "UnwindExtractErrors")

@@ -25,8 +25,7 @@ def profile_workload(profiler, name, seconds):
     w = run_workload(name, seconds)
     w.wait(timeout=seconds + 30)
     assert w.returncode == 0
-    profiler.flush()
-    time.sleep(1.5)  # the interval closes, waits for symbols, is written and exported
+    profiler.settle()
     return w.pid
 
 
@@ -143,8 +142,7 @@ def test_collector_killed_comes_back_and_intervals_continue(profiler):
     # The loader kept running through it.
     assert profiler.prop("Loader", "Samples") > before
     w.wait(timeout=30)
-    profiler.flush()
-    time.sleep(1.5)
+    profiler.settle()
     with profiler.db() as con:
         stacks = stacks_for_pid(con, w.pid)
     assert sum(c for _, c in stacks) > 0, "no samples stored after the collector came back"

@@ -6,7 +6,6 @@ the same --cache-dir profiles the same program again and answers its frames from
 import sqlite3
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -29,8 +28,7 @@ def profile_fpchain(profiler, seconds=3):
     w = run_workload("fpchain", seconds)
     w.wait(timeout=seconds + 30)
     assert w.returncode == 0
-    profiler.flush()
-    time.sleep(1.5)  # the interval closes, waits for symbols, is written
+    profiler.settle()
     return w.pid
 
 

@@ -18,7 +18,7 @@ from shutil import which
 
 import pytest
 
-from conftest import NATIVE, REPO, WORKLOADS, need_root, running_profiler
+from conftest import NATIVE, REPO, WORKLOADS, frame_ids, need_root, running_profiler, stacks_query
 
 GOSPIN = WORKLOADS / "gospin"
 SOURCE = REPO / "tests" / "workloads" / "go" / "gospin.go"
@@ -54,29 +54,29 @@ def go_samples(con, pid):
         lines.setdefault(frame, []).append((function, source_file, line, depth))
     kinds = dict(con.execute("SELECT id, kind FROM frames"))
     out = []
-    for blob, count in con.execute(
-            "SELECT st.frames, SUM(s.count) FROM samples s JOIN processes p ON p.id = s.process "
-            "JOIN stacks st ON st.id = s.stack WHERE p.pid = ? GROUP BY st.id", (pid,)):
+    for _, blob, count in con.execute(*stacks_query(pid)):
         frames = []
-        for off in range(0, len(blob), 8):
-            fid = int.from_bytes(blob[off:off + 8], "little")
+        for fid in frame_ids(blob):
             for function, source_file, line, depth in lines.get(fid, [(None, None, None, 0)]):
                 frames.append((function, source_file, line, kinds.get(fid), fid, depth))
         out.append((frames, count))
     return out
 
 
-def wait_named(profiler, pid, timeout=20):
-    """Flushes until the process's samples are in the store with main.spin named."""
+def wait_named(profiler, pid, timeout=60):
+    """Settles, then flushes until the process's samples are in the store with main.spin named."""
+    profiler.settle([pid])
     deadline = time.time() + timeout
     while True:
-        profiler.flush()
-        time.sleep(1)
         with profiler.db() as con:
             samples = go_samples(con, pid)
-        named = any(f[0] == "main.spin" for frames, _ in samples for f in frames)
-        if named or time.time() > deadline:
+        if any(f[0] == "main.spin" for frames, _ in samples for f in frames):
             return samples
+        if time.time() > deadline:
+            raise AssertionError(f"main.spin not named after {timeout}s ({sum(c for _, c in samples)} samples):\n"
+                                 f"{profiler.diagnosis([pid])}")
+        profiler.flush()
+        time.sleep(1)
 
 
 def contains_in_order(names, chain):

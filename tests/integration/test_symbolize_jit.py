@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli
+from conftest import cli, frame_ids, stacks_query
 
 UNMAPPED = 3
 NODE = os.environ.get("EP_TEST_NODE", "/usr/bin/node")
@@ -72,7 +72,8 @@ def start_runtime(argv):
     """Starts a runtime that spins until killed (or RUN_LIMIT); after SECONDS of sampling it
     must still run and have written its perf map. A JIT process is named while it lives: the
     loader opens its map through /proc/PID/root, so a process that is gone cannot be named."""
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    # In a scratch directory: node --perf-basic-prof also writes isolate-*.log files to its cwd.
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=os.path.dirname(argv[-1]))
     time.sleep(SECONDS)
     assert p.poll() is None, f"{argv[0]} exited early with {p.returncode}"
     assert Path(f"/tmp/perf-{p.pid}.map").exists(), f"{argv[0]} wrote no perf map"
@@ -89,10 +90,8 @@ def jit_samples(con, pid, pattern):
         names[frame] = function
     total = hit = 0
     seen = set()
-    for blob, count in con.execute(
-            "SELECT st.frames, SUM(s.count) FROM samples s JOIN processes p ON p.id = s.process "
-            "JOIN stacks st ON st.id = s.stack WHERE p.pid = ? GROUP BY st.id", (pid,)):
-        ids = [int.from_bytes(blob[o:o + 8], "little") for o in range(0, len(blob), 8)]
+    for _, blob, count in con.execute(*stacks_query(pid)):
+        ids = frame_ids(blob)
         total += count
         frame_names = [names[i] for i in ids if i in names]
         seen.update(frame_names)

@@ -5,7 +5,6 @@ table, as the store and the symbolizer's Kernel* properties show them."""
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -72,8 +71,7 @@ def run_delayed(name, seconds, delay, ready_line):
 def finish(profiler, w, seconds):
     w.wait(timeout=seconds + 30)
     assert w.returncode == 0
-    profiler.flush()
-    time.sleep(1.5)
+    profiler.settle()
 
 
 def test_syscall_frames_are_named_in_vmlinux(profiler):

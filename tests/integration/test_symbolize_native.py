@@ -8,12 +8,11 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, WORKLOADS, cli, run_workload, running_profiler
+from conftest import REPO, WORKLOADS, cli, frame_ids, run_workload, running_profiler, stacks_query
 
 SOURCE = REPO / "tests" / "workloads" / "inlinechain.c"
 CHAIN = ["ic_inner", "ic_middle", "ic_outer", "ic_spin"]
@@ -60,8 +59,7 @@ def profile(profiler, name, seconds=4):
     w = run_workload(name, seconds)
     w.wait(timeout=seconds + 30)
     assert w.returncode == 0
-    profiler.flush()
-    time.sleep(1.5)  # the interval closes, waits for symbols, is written
+    profiler.settle()
     return w.pid
 
 
@@ -75,10 +73,8 @@ def leaf_samples(con, pid):
     info = {fid: (elf_addr, path) for fid, elf_addr, path in con.execute(
         "SELECT f.id, f.elf_addr, fi.path FROM frames f LEFT JOIN files fi ON fi.id = f.file")}
     leaves, stacks = [], []
-    for blob, count in con.execute(
-            "SELECT st.frames, SUM(s.count) FROM samples s JOIN processes p ON p.id = s.process "
-            "JOIN stacks st ON st.id = s.stack WHERE p.pid = ? GROUP BY st.id", (pid,)):
-        fids = [int.from_bytes(blob[o:o + 8], "little") for o in range(0, len(blob), 8)]
+    for _, blob, count in con.execute(*stacks_query(pid)):
+        fids = frame_ids(blob)
         if not fids:
             continue
         elf_addr, path = info.get(fids[0], (None, None))

@@ -90,8 +90,9 @@ def run(profiler):
         w.wait(timeout=SECONDS + 30)
         assert w.returncode == 0
     t_end = time.time()
-    profiler.flush()
-    time.sleep(2)  # the interval closes, waits for symbols and is written
+    # The last samples of the workloads may still be on their way (waiting for an unwind
+    # table, for symbols): every view below must see all of them, with their names.
+    profiler.settle()
     yield {"a": a.pid, "b": b.pid, "t_start": t_start, "t_end": t_end, "containers": containers}
     for c in containers:
         c.remove()

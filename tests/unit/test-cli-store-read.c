@@ -691,8 +691,8 @@ static void test_svg(const char *path) {
         CHECK(xml_well_formed(svg));
         CHECK(startswith(svg, "<?xml version=\"1.0\""));
         CHECK(strstr(svg, "</svg>\n") != NULL);
-        /* background + 4 legend swatches + one per frame */
-        CHECK_INT(count(svg, "<rect"), 5 + drawn);
+        /* background + 5 legend swatches (native, python, kernel, unknown, process) + one per frame */
+        CHECK_INT(count(svg, "<rect"), 6 + drawn);
         CHECK_INT(count(svg, "<title>"), drawn);
         /* Per call path: compute_inner under app (100); 2 more samples are under worker. */
         CHECK(strstr(svg, "<title>compute_inner in app (16 samples, 51.61%)</title>") != NULL);

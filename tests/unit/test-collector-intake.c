@@ -484,17 +484,26 @@ static void test_jit(const char *path) {
                               "WHERE p.pid = 301 AND f.status IS NOT NULL AND f.status != 0") == 2);
         sqlite3_close(db);
 
-        /* Python's frames are asked again when seen later, not at once: the map may grow. */
+        /* Python's frames are asked again when seen in a later interval than their request:
+         * the map may grow. */
         len = trace(301, 301, 0, "python3.12", jit_stack, 2, 0);
-        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
-        ASSERT_TRUE(c.sym.n_frame_queue == 0 && c.pending_symbols == 0);
-        ASSERT_OK(collector_close_interval(&c, NULL));
         ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
         ASSERT_TRUE(c.pending_symbols == 2);
         collector_sym_flush(&c);
         ASSERT_TRUE(read_requests(&c, req, cookies, 8) == 2);
         ASSERT_TRUE((cookies[0] == 2 && cookies[1] == 3) || (cookies[0] == 3 && cookies[1] == 2));
         respond_one(&c, 2, EP_SYM_OK, 0x7f0000002000, "py::fib:/tmp/fib.py");
+        respond_one(&c, 3, EP_SYM_NOT_FOUND, 0x7f0000003000, NULL);
+        /* ... then two intervals after that second request, not one. */
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.sym.n_frame_queue == 0 && c.pending_symbols == 0);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.pending_symbols == 1);
+        collector_sym_flush(&c);
+        ASSERT_TRUE(read_requests(&c, req, cookies, 8) == 1 && cookies[0] == 3);
         respond_one(&c, 3, EP_SYM_NOT_FOUND, 0x7f0000003000, NULL);
         /* node's named frames are never asked again */
         len = trace(300, 300, 0, "node", jit_stack, 2, 0);
@@ -519,7 +528,7 @@ static void test_jit(const char *path) {
                 while (read_requests(&c, req, cookies, 8) > 0)
                         respond_one(&c, cookies[0], EP_SYM_NOT_FOUND, 0x7f0000003000, NULL);
         }
-        ASSERT_TRUE(c.frames.items[3].sym_asks == 3 && c.pending_symbols == 0);
+        ASSERT_TRUE(c.frames.items[3].sym_asks == 5 && c.pending_symbols == 0);
 
         /* node exits: its entry stays for its JIT frames (pinned) after its last interval. */
         ASSERT_OK(collector_intake(&c, EP_MSG_PROCESS_EXIT, (uint32_t[]) { 300 }, 4));
@@ -533,6 +542,105 @@ static void test_jit(const char *path) {
         ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
         ASSERT_TRUE(c.frames.n == 6 && c.frames.items[4].process != node_idx);
 
+        collector_done(&c);
+}
+
+/* Answers every request waiting in req: frames with the name "f<addr>", files with no IDs. */
+static void answer_all(Collector *c, EpRing *req) {
+        EpRingRecord h;
+        const void *payload;
+        char name[32];
+
+        collector_sym_flush(c);
+        while (ep_ring_peek(req, &h, &payload) == 1) {
+                EpSymRequestMsg m;
+                EpReader rd;
+                EpWriter w;
+
+                ep_reader_init(&rd, payload, h.len);
+                if (h.type == EP_MSG_SYM_FILE_REQUEST) {
+                        uint64_t cookie = ep_get_u64(&rd);
+
+                        ep_ring_consume(req);
+                        ep_writer_init_dynamic(&w);
+                        ep_put_u64(&w, cookie);
+                        ep_put_u8(&w, EP_SYM_OK);
+                        ep_put_blob(&w, "", 0);
+                        ep_put_str(&w, "");
+                        ASSERT_OK(collector_sym_apply(c, EP_MSG_SYM_FILE_RESPONSE, w.data, w.size));
+                        ep_writer_done(&w);
+                        continue;
+                }
+                ASSERT_TRUE(h.type == EP_MSG_SYM_REQUEST && ep_get_sym_request(&rd, 4096, &m));
+                ep_ring_consume(req);
+                snprintf(name, sizeof(name), "f%" PRIx64, m.addr);
+                respond_one(c, m.cookie, EP_SYM_OK, m.addr, name);
+        }
+        ASSERT_TRUE(c->pending_symbols == 0);
+}
+
+static void push_leaf(Collector *c, uint64_t addr) {
+        const EpFrame f[] = { { .addr = addr, .file_key = 7, .kind = EP_FRAME_NATIVE } };
+        size_t len = trace(400, 401, 0, "app", f, 1, 0);
+
+        ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
+}
+
+/* Past max_frames (and four times what the last interval used) the frame and stack tables
+ * start over right after an interval is written; what comes again is interned again and
+ * written to the same store rows, with its symbol. */
+static void test_table_restart(const char *path) {
+        _cleanup_ring_ EpRing *req = NULL, *resp = NULL;
+        char name[32];
+        sqlite3 *db;
+        Collector c;
+
+        ASSERT_OK(collector_init(&c));
+        ASSERT_OK(store_open(path, &c.store));
+        c.max_frames = 8;
+        announce_file(&c, 7, 0x11, "/usr/bin/app");
+        announce_process(&c, 400, 4000, "app", "/usr/bin/app");
+        ASSERT_OK(ep_ring_create("test-sym-req", 1 << 16, &req));
+        ASSERT_OK(ep_ring_create("test-sym-resp", 1 << 16, &resp));
+        ASSERT_OK(collector_sym_attach(&c, ep_ring_memfd(req), ep_ring_eventfd(req), ep_ring_memfd(resp),
+                                       ep_ring_eventfd(resp)));
+
+        /* 1: 20 frames, all used by this interval: kept. */
+        for (uint64_t i = 0; i < 20; i++)
+                push_leaf(&c, 0x1000 + 0x10 * i);
+        answer_all(&c, req);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_TRUE(c.frames.n == 20 && c.table_restarts == 0);
+
+        /* 2: one known frame: the other 19 are stale, the tables start over. */
+        push_leaf(&c, 0x1000);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_TRUE(c.frames.n == 0 && c.stacks.n == 0 && c.table_restarts == 1);
+
+        /* 3: the same frame again: interned and symbolized again, same rows. */
+        push_leaf(&c, 0x1000);
+        push_leaf(&c, 0x1000);
+        ASSERT_TRUE(c.frames.n == 1 && c.pending_symbols == 1);
+        answer_all(&c, req);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_TRUE(c.frames.n == 1 && c.table_restarts == 1); /* within bounds: kept */
+
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM intervals") == 3);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames") == 20);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM stacks") == 20);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 20);
+        /* Intervals 2 and 3 used one stack, the one interval 1 wrote for 0x1000. */
+        ASSERT_TRUE(q_int(db, "SELECT count(DISTINCT stack) FROM samples WHERE interval > "
+                              "(SELECT min(id) FROM intervals)") == 1);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM samples WHERE interval = (SELECT max(id) FROM intervals) "
+                              "AND stack IN (SELECT stack FROM samples WHERE interval = "
+                              "(SELECT min(id) FROM intervals))") == 1);
+        ASSERT_TRUE(q_int(db, "SELECT sum(count) FROM samples WHERE interval = (SELECT max(id) FROM intervals)") == 2);
+        q_text(db, "SELECT l.function FROM frame_lines l JOIN frames f ON f.id = l.frame WHERE f.addr = 4096", name,
+               sizeof(name));
+        ASSERT_TRUE(strcmp(name, "f1000") == 0);
+        sqlite3_close(db);
         collector_done(&c);
 }
 
@@ -551,6 +659,8 @@ int main(void) {
 
         snprintf(path, sizeof(path), "%s/jit.db", dir);
         test_jit(path);
+        snprintf(path, sizeof(path), "%s/restart.db", dir);
+        test_table_restart(path);
 
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         ASSERT_TRUE(system(cmd) == 0);

@@ -5,7 +5,9 @@
 #include "file-id.h"
 #include "hashmap.h"
 #include "log.h"
+#include "sha256.h"
 #include "tests.h"
+#include "utf8.h"
 #include "wire-buf.h"
 
 static void test_hashmap(void) {
@@ -107,6 +109,57 @@ static void test_file_id(void) {
         ASSERT_STREQ(hex, "6b08e12ebaacbe995643c9cfbf4720bc");
 }
 
+static void check_sha256(const void *data, size_t n, size_t piece, const char *want) {
+        uint8_t digest[EP_SHA256_SIZE];
+        char hex[2 * EP_SHA256_SIZE + 1];
+        const uint8_t *p = data;
+        EpSha256 s;
+
+        ep_sha256_init(&s);
+        for (size_t off = 0; off < n; off += piece)
+                ep_sha256_update(&s, p + off, n - off < piece ? n - off : piece);
+        ep_sha256_final(&s, digest);
+        ep_hex_encode(digest, sizeof digest, hex);
+        ASSERT_STREQ(hex, want);
+}
+
+static void test_sha256(void) {
+        /* FIPS 180-2 appendix B's examples, then lengths around the padding's block
+         * boundaries (55 bytes still fit the length in the block, 56 do not), all hashed in
+         * one piece and in odd pieces; the expected values are Python's hashlib's. */
+        static const struct {
+                size_t n;
+                const char *want;
+        } xs[] = {
+                { 55, "d5e285683cd4efc02d021a5c62014694958901005d6f71e89e0989fac77e4072" },
+                { 56, "04c26261370ee7541549d16dee320c723e3fd14671e66a099afe0a377c16888e" },
+                { 63, "75220b47218278e656f2013bb8f0c455a25eaf01e86c64924e9d48d89776d6f2" },
+                { 64, "7ce100971f64e7001e8fe5a51973ecdfe1ced42befe7ee8d5fd6219506b5393c" },
+                { 65, "9537c5fdf120482f7d58d25e9ed583f52c02b4e304ea814db1633ad565aed7e9" },
+                { 119, "000b48d4edf0fa7bee3c6236ecd2785baa5db4eeb8bb54341b029e0d9fa5fb0c" },
+                { 120, "13f05a0b594787f5ecd315edc96141bd3243203d1b7d4f0836f37308b276ba98" },
+        };
+        static const char two_blocks[] = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+        static char x[120], a[1000000];
+        uint8_t digest[EP_SHA256_SIZE];
+        char hex[2 * EP_SHA256_SIZE + 1];
+
+        check_sha256("", 0, 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        check_sha256("abc", 3, 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        check_sha256(two_blocks, strlen(two_blocks), 7,
+                     "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+        memset(a, 'a', sizeof a);
+        check_sha256(a, sizeof a, 4099, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+        memset(x, 'x', sizeof x);
+        for (size_t i = 0; i < ELEMENTSOF(xs); i++) {
+                check_sha256(x, xs[i].n, xs[i].n, xs[i].want);
+                check_sha256(x, xs[i].n, 13, xs[i].want);
+        }
+        ep_sha256(a, sizeof a, digest); /* the one-call form */
+        ep_hex_encode(digest, sizeof digest, hex);
+        ASSERT_STREQ(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
 static void test_parse(void) {
         uint64_t v;
         ASSERT_OK(ep_parse_duration("20", &v));
@@ -129,10 +182,44 @@ static void test_parse(void) {
         ASSERT_EQ(log_parse_level("loud"), -EINVAL);
 }
 
+static void test_utf8(void) {
+        static const struct {
+                const char *s;
+                size_t n, len;
+                uint32_t cp;
+        } cases[] = {
+                { "a", 1, 1, 'a' },
+                { "\xc3\xa9", 2, 2, 0xe9 },          /* é */
+                { "\xe2\x82\xac", 3, 3, 0x20ac },    /* € */
+                { "\xf0\x9f\x90\x8d", 4, 4, 0x1f40d }, /* a snake */
+                { "\xc3\xa9", 1, 0, 0 },             /* cut off */
+                { "\xc0\xaf", 2, 0, 0 },             /* overlong '/' */
+                { "\xed\xa0\x80", 3, 0, 0 },         /* a surrogate */
+                { "\xf4\x90\x80\x80", 4, 0, 0 },     /* beyond U+10FFFF */
+                { "\x80", 1, 0, 0 },                 /* a lone continuation byte */
+        };
+        char enc[4];
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                uint32_t cp = 0;
+                ASSERT_EQ(ep_utf8_char((const uint8_t *) cases[i].s, cases[i].n, &cp), cases[i].len);
+                if (cases[i].len > 0) {
+                        ASSERT_EQ(cp, cases[i].cp);
+                        ASSERT_EQ(ep_utf8_encode(cp, enc), cases[i].len);
+                        ASSERT_TRUE(memcmp(enc, cases[i].s, cases[i].len) == 0);
+                }
+        }
+        ASSERT_EQ(ep_utf8_encode(0xd800, enc), 1);
+        ASSERT_EQ(enc[0], '?');
+        ASSERT_EQ(ep_utf8_encode(0x110000, enc), 3); /* U+FFFD */
+}
+
 int main(void) {
+        test_utf8();
         test_hashmap();
         test_wire_buf();
         test_file_id();
+        test_sha256();
         test_parse();
         return tests_summary("common");
 }

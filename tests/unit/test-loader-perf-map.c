@@ -74,7 +74,8 @@ static pid_t start_jit_child(int *ret_release) {
                 fclose(f);
                 if (write(ready[1], "r", 1) != 1)
                         _exit(4);
-                (void) read(release[0], &c, 1);
+                if (read(release[0], &c, 1) < 0)
+                        _exit(5);
                 _exit(0);
         }
         close(ready[1]);
@@ -188,7 +189,8 @@ static void test_namespaced_process(void) {
                                 _exit(4);
                         fprintf(f, "1000 10 namespaced\n");
                         fclose(f);
-                        (void) read(release[0], &c, 1);
+                        if (read(release[0], &c, 1) < 0)
+                                _exit(5);
                         _exit(0);
                 }
                 /* Tell the test the child's pid as the host sees it, once its map exists. */

@@ -252,6 +252,11 @@ static void test_inline_chain(const char *prog) {
         check_chain(res);
         CHECK_U64(res->elf_addr, mark);
 
+        /* The open handle's pages unmapped (as 1 s after a batch): read again, same answers,
+         * here and through the whole function below. */
+        CHECK(ep_dwarf_open_handles() >= 1);
+        ep_dwarf_drop_pages();
+
         /* A return address one past the mark looks up the mark itself, reports its own. */
         res = sym(r, 1, mark + 1, true, prog);
         check_chain(res);
@@ -468,6 +473,27 @@ static void test_handle_limit(const char *prog, const char *cxx, const char *rus
         }
         CHECK_INT(ep_dwarf_opens() - opens, 2);
         CHECK_INT(ep_dwarf_open_handles(), 0);
+
+        /* A tiny budget for all handles together: only the one used last stays open. */
+        if (cxx) {
+                l = EP_DWARF_LIMITS_DEFAULT;
+                ep_dwarf_set_limits(&l);
+                _cleanup_(ep_resolver_freep) EpResolver *both = new_resolver();
+                check_chain(sym(both, 1, mark, false, NULL));
+                CHECK_INT(sym(both, 4, nm_address(cxx, "SorterIiE3run", false, NULL, 0), false, NULL)->status, EP_SYM_OK);
+                CHECK_INT(ep_dwarf_open_handles(), 2);
+                both = ep_resolver_free(both);
+
+                l.max_total_bytes = 1;
+                ep_dwarf_set_limits(&l);
+                both = new_resolver();
+                check_chain(sym(both, 1, mark, false, NULL));
+                CHECK_INT(ep_dwarf_open_handles(), 1);
+                CHECK_INT(sym(both, 4, nm_address(cxx, "SorterIiE3run", false, NULL, 0), false, NULL)->status, EP_SYM_OK);
+                CHECK_INT(ep_dwarf_open_handles(), 1);
+                check_chain(sym(both, 1, mark + 1, true, NULL)); /* reopened, same answer */
+                CHECK_INT(ep_dwarf_open_handles(), 1);
+        }
 
         /* A unit cap below the program's unit: no DWARF, the symbol table answers. */
         l = EP_DWARF_LIMITS_DEFAULT;

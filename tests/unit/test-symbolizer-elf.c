@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dwarf-lines.h"
@@ -155,6 +156,60 @@ static const EpSymResult *sym(EpResolver *r, uint8_t kind, uint8_t file, uint64_
         return res;
 }
 
+static uint64_t file_size(const char *path) {
+        struct stat st;
+
+        CHECK(stat(path, &st) == 0);
+        return (uint64_t) st.st_size;
+}
+
+/* What the resolver charges an open file: what it keeps resident for its symbols. */
+static uint64_t kept_bytes(const char *path) {
+        _cleanup_(ep_elf_freep) EpElfFile *f = NULL;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+        CHECK(fd >= 0);
+        CHECK_INT(ep_elf_open(fd, &f), 0);
+        return ep_elf_kept_bytes(f);
+}
+
+/* Open files are bounded by what they keep resident for their symbols together too
+ * (max_file_bytes): a second file that does not fit closes the least recently used one, which
+ * opens again, with the same answers, when a new address in it is asked for. The charge is
+ * the symbol and string tables plus 16 bytes a function, never the file's size. */
+static void check_file_budget(const char *target, const char *stripped) {
+        EpFileSource src = { .open_file = fake_open_file, .open_kallsyms = fake_open_kallsyms };
+        EpResolverConfig cfg = EP_RESOLVER_CONFIG_DEFAULT;
+        EpSymStats stats = {};
+        _cleanup_(ep_resolver_freep) EpResolver *r = NULL;
+        uint64_t beta = offset_of("sym_test_beta"), gamma = offset_of("sym_test_gamma");
+
+        paths[1] = target;
+        paths[2] = stripped;
+        uint64_t kept_target = kept_bytes(target), kept_stripped = kept_bytes(stripped);
+        CHECK(kept_target > 0 && kept_stripped > 0);
+        CHECK(kept_target < file_size(target) && kept_stripped < file_size(stripped));
+        cfg.max_file_bytes = MAX(kept_target, kept_stripped);
+        CHECK(kept_target + kept_stripped > cfg.max_file_bytes);
+        CHECK_INT(ep_resolver_new(&src, &cfg, &stats, &r), 0);
+
+        CHECK_STR(sym(r, EP_FRAME_NATIVE, 1, beta, 0)->lines[0].function, "sym_test_beta");
+        CHECK_INT(ep_resolver_files_open(r), 1);
+        CHECK_STR(sym(r, EP_FRAME_NATIVE, 2, beta, 0)->lines[0].function, "sym_test_beta");
+        CHECK_INT(ep_resolver_files_open(r), 1); /* the target was closed */
+        CHECK_STR(sym(r, EP_FRAME_NATIVE, 1, gamma, 0)->lines[0].function, "sym_test_gamma");
+        CHECK_INT(ep_resolver_files_open(r), 1);
+        CHECK_STR(sym(r, EP_FRAME_NATIVE, 1, beta, 0)->lines[0].function, "sym_test_beta"); /* cached */
+
+        /* Room for both: both stay open. */
+        r = ep_resolver_free(r);
+        cfg.max_file_bytes = kept_target + kept_stripped;
+        CHECK_INT(ep_resolver_new(&src, &cfg, &stats, &r), 0);
+        CHECK_STR(sym(r, EP_FRAME_NATIVE, 1, beta, 0)->lines[0].function, "sym_test_beta");
+        CHECK_STR(sym(r, EP_FRAME_NATIVE, 2, beta, 0)->lines[0].function, "sym_test_beta");
+        CHECK_INT(ep_resolver_files_open(r), 2);
+}
+
 static void check_resolver(const char *target, const char *stripped, EpElfFile *elf) {
         EpFileSource src = { .open_file = fake_open_file, .open_kallsyms = fake_open_kallsyms };
         EpResolverConfig cfg = EP_RESOLVER_CONFIG_DEFAULT;
@@ -276,6 +331,7 @@ int main(void) {
         check_functions(s, true);
 
         check_resolver(target, stripped, f);
+        check_file_budget(target, stripped);
 
         TEST_DONE("test-symbolizer-elf");
 }

@@ -51,6 +51,17 @@ int main(void) {
         CHECK(!evicted);
         CHECK_INT(ep_lru_size(l), 3);
 
+        /* The walk from the oldest: 3, 4, 5 (3 was touched before 4 and 5 went in). */
+        uint64_t order[3];
+        size_t n = 0;
+        for (s = ep_lru_oldest(l); s >= 0; s = ep_lru_newer(l, (uint32_t) s)) {
+                CHECK(n < 3);
+                order[n++] = *(const uint64_t *) ep_lru_slot_key(l, (uint32_t) s);
+        }
+        CHECK_INT(n, 3);
+        CHECK(order[0] == 3 && order[1] == 4 && order[2] == 5);
+        CHECK_INT(ep_lru_newer(l, (uint32_t) s1), -ENOENT); /* 5, the newest */
+
         /* Churn: size never exceeds capacity, every present key maps to a unique slot. */
         _cleanup_(ep_lru_freep) EpLru *big = NULL;
         CHECK_INT(ep_lru_new(sizeof(uint64_t), 100, &big), 0);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* A symbolizer session driven through its real rings, as the collector drives it: requests in,
- * responses out, malformed records counted and skipped, and backpressure: with nobody reading
- * responses the session stops taking requests instead of losing answers, then catches up. */
+ * responses out, malformed records counted and skipped, requests answered file by file, and
+ * backpressure: with nobody reading responses the session stops taking requests instead of
+ * losing answers, then catches up. */
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,10 +16,13 @@
 
 static const char *target;
 static uint64_t beta_offset;
+static unsigned opens[3];
 
+/* Files 1 and 2 are the test target (two files to the resolver); any other is missing. */
 static int fake_open_file(void *userdata, const uint8_t id[EP_FILE_ID_SIZE]) {
-        if (id[0] != 1)
+        if (id[0] != 1 && id[0] != 2)
                 return -ENOENT;
+        opens[id[0]]++;
         int fd = open(target, O_RDONLY | O_CLOEXEC);
         return fd < 0 ? -errno : fd;
 }
@@ -101,6 +105,47 @@ static int pop_response(EpRing *resp, Response *ret) {
         return 1;
 }
 
+/* A session over a fresh resolver, and the client's ends of its rings. */
+static void open_session(const EpFileSource *src, const EpResolverConfig *config, EpSymStats *stats,
+                         EpResolver **ret_resolver, EpSession **ret_session, EpRing **ret_req, EpRing **ret_resp) {
+        CHECK_INT(ep_resolver_new(src, config, stats, ret_resolver), 0);
+        CHECK_INT(ep_session_new(NULL, *ret_resolver, stats, ret_session), 0);
+        CHECK_INT(ep_ring_attach(ep_session_request_memfd(*ret_session), ep_session_request_eventfd(*ret_session),
+                                 ret_req), 0);
+        CHECK_INT(ep_ring_attach(ep_session_response_memfd(*ret_session), ep_session_response_eventfd(*ret_session),
+                                 ret_resp), 0);
+}
+
+/* Requests that alternate between two files are answered file by file, each file in arrival
+ * order, so a resolver that keeps one file open opens each once, not once per request. */
+static void test_file_order(const EpFileSource *src) {
+        EpResolverConfig config = EP_RESOLVER_CONFIG_DEFAULT;
+        _cleanup_(ep_resolver_freep) EpResolver *resolver = NULL;
+        _cleanup_(ep_session_freep) EpSession *s = NULL;
+        _cleanup_ring_ EpRing *req = NULL, *resp = NULL;
+        EpSymStats stats = {};
+        Response r;
+
+        config.max_files = 1;
+        open_session(src, &config, &stats, &resolver, &s, &req, &resp);
+
+        opens[1] = opens[2] = 0;
+        for (uint64_t i = 0; i < 10; i++) /* cookie 300 + i: file 1 for even i, file 2 for odd */
+                push_sym_request(req, 300 + i, EP_FRAME_NATIVE, 1 + i % 2, beta_offset + i / 2, 0);
+        CHECK_INT(ep_session_process(s), 10);
+
+        static const uint64_t order[] = { 300, 302, 304, 306, 308, 301, 303, 305, 307, 309 };
+        for (unsigned i = 0; i < ELEMENTSOF(order); i++) {
+                CHECK_INT(pop_response(resp, &r), 1);
+                CHECK_U64(r.cookie, order[i]);
+                CHECK_STR(r.function, "sym_test_beta");
+        }
+        CHECK_INT(pop_response(resp, &r), 0);
+        CHECK_INT(opens[1], 1);
+        CHECK_INT(opens[2], 1);
+        CHECK_INT(stats.resolved, 10);
+}
+
 int main(void) {
         EpFileSource src = { .open_file = fake_open_file, .open_kallsyms = fake_open_kallsyms };
         _cleanup_(ep_resolver_freep) EpResolver *resolver = NULL;
@@ -112,10 +157,7 @@ int main(void) {
         target = test_env("SYM_TEST_TARGET");
         beta_offset = test_target_offset(target, "sym_test_beta");
 
-        CHECK_INT(ep_resolver_new(&src, NULL, &stats, &resolver), 0);
-        CHECK_INT(ep_session_new(NULL, resolver, &stats, &s), 0);
-        CHECK_INT(ep_ring_attach(ep_session_request_memfd(s), ep_session_request_eventfd(s), &req), 0);
-        CHECK_INT(ep_ring_attach(ep_session_response_memfd(s), ep_session_response_eventfd(s), &resp), 0);
+        open_session(&src, NULL, &stats, &resolver, &s, &req, &resp);
 
         /* One of each. */
         push_sym_request(req, 101, EP_FRAME_NATIVE, 1, beta_offset + 2, 0);
@@ -138,41 +180,58 @@ int main(void) {
         CHECK_INT(ep_session_process(s), 7);
         CHECK_INT(ep_session_process(s), 0);
 
-        CHECK_INT(pop_response(resp, &r), 1);
+        /* Answers come file by file (the kernel's, with no file, first); cookies say which. */
+        Response got[5];
+        for (unsigned i = 0; i < ELEMENTSOF(got); i++)
+                CHECK_INT(pop_response(resp, &got[i]), 1);
+        CHECK_INT(pop_response(resp, &r), 0);
+        static const uint64_t order[] = { 103, 101, 104, 105, 102 };
+        for (unsigned i = 0; i < ELEMENTSOF(order); i++)
+                CHECK_U64(got[i].cookie, order[i]);
+
+        r = got[1];
         CHECK_INT(r.type, EP_MSG_SYM_RESPONSE);
-        CHECK_U64(r.cookie, 101);
         CHECK_INT(r.status, EP_SYM_OK);
         CHECK_INT(r.n_lines, 1);
         CHECK_STR(r.function, "sym_test_beta");
         CHECK_STR(r.module, "");
         CHECK(r.elf_addr != 0);
 
-        CHECK_INT(pop_response(resp, &r), 1);
-        CHECK_U64(r.cookie, 102);
+        r = got[4];
         CHECK_INT(r.status, EP_SYM_NO_FILE);
         CHECK_INT(r.n_lines, 0);
 
-        CHECK_INT(pop_response(resp, &r), 1);
-        CHECK_U64(r.cookie, 103);
-        CHECK_INT(r.status, EP_SYM_NO_FILE);
+        CHECK_INT(got[0].status, EP_SYM_NO_FILE);
 
-        CHECK_INT(pop_response(resp, &r), 1);
+        r = got[2];
         CHECK_INT(r.type, EP_MSG_SYM_FILE_RESPONSE);
-        CHECK_U64(r.cookie, 104);
         CHECK_INT(r.status, EP_SYM_OK);
         CHECK_INT(r.build_id_len, 20);
         CHECK_STR(r.go_build_id, "test-go-build-id");
 
-        CHECK_INT(pop_response(resp, &r), 1);
-        CHECK_U64(r.cookie, 105);
-        CHECK_STR(r.function, "sym_test_beta");
-        CHECK_INT(pop_response(resp, &r), 0);
+        CHECK_STR(got[3].function, "sym_test_beta");
 
         CHECK_INT(stats.requests, 5);
         CHECK_INT(stats.bad_requests, 2);
         CHECK_INT(stats.resolved, 2);
         CHECK_INT(stats.cache_hits, 1);
         CHECK_INT(stats.file_errors, 2);
+
+        /* Out of time, a turn ends after the request that crossed the budget; the rest wait
+         * for the next turn, in order. */
+        ep_session_set_budget(s, 0);
+        for (uint64_t c = 201; c <= 203; c++)
+                push_sym_request(req, c, EP_FRAME_NATIVE, 1, beta_offset + 2, 0);
+        for (uint64_t c = 201; c <= 203; c++) {
+                CHECK_INT(ep_session_process(s), 1);
+                CHECK_INT(pop_response(resp, &r), 1);
+                CHECK_U64(r.cookie, c);
+                CHECK_STR(r.function, "sym_test_beta");
+        }
+        CHECK_INT(ep_session_process(s), 0);
+        ep_session_set_budget(s, EP_SESSION_BUDGET_USEC);
+
+        test_file_order(&src);
 
         /* Backpressure: nobody reads responses until the session stops taking requests. */
         enum { N = 60000 };

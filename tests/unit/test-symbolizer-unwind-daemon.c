@@ -211,6 +211,7 @@ int main(void) {
         CHECK_INT(get_t(bus, "UnwindCacheHits"), 0);
         CHECK(get_t(bus, "UnwindExtractNsec") > 0);
         CHECK(get_t(bus, "UnwindCacheBytes") > 0);
+        CHECK_INT(get_t(bus, "UnwindQueue"), 0); /* answered: no longer queued */
 
         /* Second call: from the cache. */
         fd = get_table(bus, prog, id, sizeof id, err, sizeof err);

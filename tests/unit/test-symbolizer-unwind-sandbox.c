@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Extraction in the sandbox child:
  *   - gives the same table as extraction in-process;
+ *   - running out of wall-clock time is a transient error;
  *   - a crafted file whose CFI names a register number in the hundreds of millions (found by
  *     the fuzzer: libdw then grows its register table to ~2 GiB) costs the child, not us: an
  *     error for that file, quickly, with our own memory untouched. */
@@ -55,8 +56,22 @@ static void test_hostile_register_number_is_contained(void) {
         CHECK(after.ru_maxrss - before.ru_maxrss < 64 * 1024);
 }
 
+/* Out of wall-clock time (here at once) is the machine's fault as much as the file's: the
+ * answer is -ETIMEDOUT, which the loader retries, not -ETIME (a CPU hog: given up on). */
+static void test_wall_clock_limit_is_a_transient_error(void) {
+        const char *prog = getenv("UNW_PROG_OMIT");
+        EpUnwindSandboxLimits limits = { .timeout_usec = 1 };
+        void *blob = NULL;
+        size_t size = 0;
+
+        CHECK(prog);
+        CHECK_INT(extract_sandboxed(prog, &limits, &blob, &size), -ETIMEDOUT);
+        CHECK(!blob);
+}
+
 int main(void) {
         test_same_table_as_in_process();
+        test_wall_clock_limit_is_a_transient_error();
         test_hostile_register_number_is_contained();
         printf("unwind-sandbox: ok\n");
         return 0;
