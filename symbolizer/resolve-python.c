@@ -163,12 +163,6 @@ void ep_resolver_python_stats(EpResolver *r, EpPyStats *ret) {
         }
 }
 
-uint32_t ep_py_lookup_offset(const EpPyLayout *l, uint32_t offset) {
-        if (l->frame_kind == EP_PY_FRAMES_TSTATE && offset >= 2)
-                return offset - 2;
-        return offset;
-}
-
 /* Drops the code objects of one process (it is gone or its entry recycled). */
 static void drop_codes_of(ResolverPython *py, const ProcKey *pk) {
         for (uint32_t i = 0; i < EP_PY_MAX_CODES; i++) {
@@ -600,8 +594,10 @@ int ep_resolve_python(EpResolver *r, const EpSymRequest *req, EpSymResult *out, 
         }
         c->used_ns = ep_resolver_now_ns();
 
-        /* A saturated offset (0xffff) says nothing about the line. */
-        int32_t line = offset < 0xffff ? ep_py_lines_lookup(&c->lines, ep_py_lookup_offset(l, offset)) : 0;
+        /* The offset is the instruction the frame is executing (for a caller, its CALL), in
+         * every version: f_lasti, prev_instr and 3.13's instr_ptr all point at it, as the
+         * interpreter's own f_lineno reads them. A saturated offset (0xffff) says nothing. */
+        int32_t line = offset < 0xffff ? ep_py_lines_lookup(&c->lines, offset) : 0;
         k = answer(out, c, line);
         enforce_budget(py, c);
         if (k < 0)

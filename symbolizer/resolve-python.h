@@ -38,7 +38,3 @@ typedef struct EpPyStats {
 
 void ep_resolver_python_stats(EpResolver *r, EpPyStats *ret);
 
-/* The line to look up for a request's byte offset: the offset itself up to 3.12 (the
- * instruction the frame last started), the instruction before it for 3.13, whose frames point
- * at the next instruction (for a caller, the one after its CALL). */
-uint32_t ep_py_lookup_offset(const EpPyLayout *l, uint32_t offset);
