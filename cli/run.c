@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <grp.h>
 #include <inttypes.h>
@@ -201,9 +202,35 @@ static int mkdir_parents(const char *path, mode_t mode, bool *ret_created) {
         return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
+/* Hands the regular files directly in dir that are not pw's to pw, as systemd does for a
+ * unit's StateDirectory=/CacheDirectory=: a database that root created there (a daemon run by
+ * hand, a test) would otherwise lock the daemon out ("Permission denied"). No symlink is
+ * followed and no file with other links is touched, so nothing outside dir changes owner. */
+static void hand_over_files(const char *dir, const struct passwd *pw) {
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        DIR *d;
+
+        if (fd < 0)
+                return;
+        d = fdopendir(fd);
+        if (!d)
+                return;
+        fd = -EBADF; /* the DIR owns it now */
+        for (struct dirent *de; (de = readdir(d));) {
+                struct stat st;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+                    st.st_nlink != 1 || st.st_uid == pw->pw_uid)
+                        continue;
+                if (fchownat(dirfd(d), de->d_name, pw->pw_uid, pw->pw_gid, AT_SYMLINK_NOFOLLOW) < 0)
+                        log_warning_errno(-errno, "Cannot hand %s/%s to user %s: %m", dir, de->d_name, pw->pw_name);
+        }
+        closedir(d);
+}
+
 /* A directory a daemon running as pw writes to. The profiler's own (ours: the default place) is
  * handed to pw; a directory the user named only gets created if missing (and then handed over),
- * never taken over. who: the daemon, for the warning when pw cannot write there. */
+ * never taken over. The files in a directory that is pw's are pw's too (hand_over_files). who:
+ * the daemon, for the warning when pw cannot write there. */
 static int prepare_state_dir(const char *dir, bool ours, const struct passwd *pw, const char *who) {
         bool created;
         int r = mkdir_parents(dir, 0755, &created);
@@ -213,7 +240,11 @@ static int prepare_state_dir(const char *dir, bool ours, const struct passwd *pw
                 return log_error_errno(-errno, "Cannot hand %s to user %s: %m", dir, pw->pw_name);
 
         struct stat st;
-        if (stat(dir, &st) == 0 && st.st_uid != pw->pw_uid && !(st.st_mode & S_IWOTH))
+        if (stat(dir, &st) < 0)
+                return log_error_errno(-errno, "Cannot stat %s: %m", dir);
+        if (st.st_uid == pw->pw_uid)
+                hand_over_files(dir, pw);
+        else if (!(st.st_mode & S_IWOTH))
                 log_warning("%s is not writable for user %s (the %s runs as that user).", dir, pw->pw_name, who);
         return 0;
 }
@@ -226,20 +257,7 @@ static int prepare_store(const char *store, const struct passwd *pw) {
         if (!*dir)
                 return log_error_errno(-EINVAL, "Put the store in a directory of its own, not in /.");
 
-        bool ours = streq(dir, EP_STATE_DIR);
-        int r = prepare_state_dir(dir, ours, pw, "collector");
-        if (r < 0)
-                return r;
-        if (ours) {
-                const char *suffixes[] = { "", "-wal", "-shm" };
-                for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
-                        char path[PATH_MAX];
-                        snprintf(path, sizeof(path), "%s%s", store, suffixes[i]);
-                        if (chown(path, pw->pw_uid, pw->pw_gid) < 0 && errno != ENOENT)
-                                log_warning_errno(-errno, "Cannot hand %s to user %s: %m", path, pw->pw_name);
-                }
-        }
-        return 0;
+        return prepare_state_dir(dir, streq(dir, EP_STATE_DIR), pw, "collector");
 }
 
 /* The exporter's spool (unsent OTLP requests) lives with the store, in a directory of our own

@@ -6,29 +6,53 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# The time of each phase, printed as it ends and again before the summary, so growth is visible.
+phase_times=()
+phase_start=$SECONDS
+phase_name=
+phase() {
+        if [ -n "$phase_name" ]; then
+                local t=$((SECONDS - phase_start))
+                phase_times+=("$(printf '%-18s %4d s' "$phase_name" "$t")")
+                echo "== phase $phase_name: ${t} s"
+        fi
+        phase_name=${1-}
+        phase_start=$SECONDS
+}
+
+phase "setup and build"
 bash scripts/setup.sh --test-deps || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 
 results=$(mktemp -d /tmp/ep-test-results.XXXXXX)
 trap 'rm -rf "$results"' EXIT
 
 # A second build with sanitizers for the unit tests.
+phase "sanitizer build"
 if [ ! -f build-sanitize/build.ninja ]; then
         meson setup build-sanitize -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 fi
 ninja -C build-sanitize >/dev/null || { echo "sanitizer build failed"; echo "0 passed, 1 failed"; exit 1; }
 
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+phase "unit, fuzz, replay"
 meson test -C build --no-rebuild --print-errorlogs
+phase "sanitizer unit"
 meson test -C build-sanitize --no-rebuild --suite unit --print-errorlogs
 
+phase "end to end"
 # One line per failure (its assertion message), so that every failure of a run is in view in a
 # CI log; `pytest --tb=long tests/integration/test_x.py` shows the rest.
 /usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --junitxml="$results/e2e.xml" tests/integration
 pytest_rc=$?
 
+phase system
 # The Debian package: built, linted, then installed and run under systemd in a booted container.
 /usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --junitxml="$results/system.xml" tests/system
 system_rc=$?
+
+phase
+echo "== phase times (total $SECONDS s)"
+printf '   %s\n' "${phase_times[@]}"
 
 /usr/bin/python3 scripts/test-summary.py build/meson-logs/testlog.json \
         build-sanitize/meson-logs/testlog.json "$results/e2e.xml" "$results/system.xml"

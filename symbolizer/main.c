@@ -4,10 +4,12 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bus.h"
 #include "config.h"
@@ -358,6 +360,15 @@ static void open_symbol_cache(Manager *m) {
         if (!arg_cache_dir || !*arg_cache_dir)
                 return;
         r = ep_symbol_cache_open(arg_cache_dir, arg_symbol_cache_max_size, m->daemon.event, &m->symbol_cache);
+        if (r == -EACCES || r == -EPERM) {
+                const struct passwd *pw = getpwuid(geteuid());
+                /* Typically a database another user (root) created there: say how to repair it. */
+                log_warning_errno(r, "Cannot open the symbol cache in %s, symbols are not kept across restarts: %m. "
+                                  "Its files must belong to the user the symbolizer runs as: "
+                                  "chown -R %s %s (or delete the files in it), then restart the symbolizer.",
+                                  arg_cache_dir, pw ? pw->pw_name : "<this user>", arg_cache_dir);
+                return;
+        }
         if (r < 0) {
                 log_warning_errno(r, "Cannot open the symbol cache in %s, symbols are not kept across restarts: %m",
                                   arg_cache_dir);

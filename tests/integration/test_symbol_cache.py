@@ -3,6 +3,8 @@
 profiles a workload and stops (the symbolizer writes its queue on exit); a second start with
 the same --cache-dir profiles the same program again and answers its frames from
 <cache-dir>/symbols.db (Symbolizer1.PersistedHits), with the same names as the first time."""
+import os
+import pwd
 import sqlite3
 import subprocess
 import tempfile
@@ -13,6 +15,7 @@ import pytest
 from conftest import Profiler, need_root, run_workload
 
 CHAIN = {"gamma_spin", "beta", "alpha", "main"}
+DAEMON_USER = "ebpf-profiler"  # run's default --user
 
 
 @pytest.fixture
@@ -87,5 +90,31 @@ def test_restart_answers_from_the_persisted_cache(cache_dir):
         assert hits >= len([k for k in common if any(fn in CHAIN for fn in after[k])])
         for k in common:
             assert after[k] == before[k], f"{k[0].hex()} +{k[1]:#x}: {before[k]} then {after[k]}"
+    finally:
+        second.stop()
+
+
+def test_cache_files_root_created_are_handed_to_the_symbolizer(cache_dir):
+    """A cache database root created (a symbolizer or a test run as root) must not lock the
+    unprivileged symbolizer out of its cache: `run` hands the directory's files to the daemons'
+    user, as systemd does for CacheDirectory=."""
+    need_root()
+    first = Profiler(["--cache-dir", str(cache_dir)])
+    try:
+        profile_fpchain(first)
+    finally:
+        first.stop()
+    files = [p for p in cache_dir.iterdir() if p.is_file()]
+    assert any(p.name == "symbols.db" for p in files), files
+    for p in files:
+        os.chown(p, 0, 0)  # as if root had made them
+
+    second = Profiler(["--cache-dir", str(cache_dir)])
+    try:
+        uid = pwd.getpwnam(DAEMON_USER).pw_uid
+        owners = {p.name: p.stat().st_uid for p in cache_dir.iterdir() if p.is_file()}
+        assert set(owners.values()) == {uid}, owners
+        assert "Cannot open the symbol cache" not in second.output(), second.output()
+        assert second.prop("Symbolizer", "PersistedEntries") > 0, second.output()
     finally:
         second.stop()
