@@ -124,7 +124,7 @@ static void worker_open_cache(EpUnwindService *s) {
         if (s->cache_tried)
                 return;
         s->cache_tried = true;
-        if (!s->cache_dir)
+        if (!s->cache_dir || !*s->cache_dir) /* "" for none */
                 return;
 
         r = ep_unwind_cache_open(s->cache_dir, s->cache_max, &s->cache);
