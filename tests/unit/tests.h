@@ -55,6 +55,19 @@ static unsigned tests_checks;
                 }                                                                           \
         } while (0)
 
+/* A clock that moves only when the test moves it, for ep_clock_set(tests_clock): rate limits,
+ * ages and re-read intervals then see exactly the time the test sets, however slow the machine,
+ * so a test can say "not yet" and "now" without racing real time. Every clock reads the same. */
+static uint64_t tests_clock_ns = 1000 * NSEC_PER_SEC;
+
+static inline uint64_t tests_clock(int clock) {
+        return tests_clock_ns;
+}
+
+static inline void tests_clock_advance(uint64_t ns) {
+        tests_clock_ns += ns;
+}
+
 static inline int tests_summary(const char *name) {
         printf("%s: %u checks passed\n", name, tests_checks);
         return EXIT_SUCCESS;
