@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "macro.h"
 
@@ -52,6 +54,32 @@ static unsigned tests_checks;
                         fprintf(stderr, "%s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__, \
                                 __LINE__, #a, #b, _a ?: "(null)", _b ?: "(null)");          \
                         exit(EXIT_FAILURE);                                                 \
+                }                                                                           \
+        } while (0)
+
+static inline uint64_t tests_monotonic_ms(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+/* Waits for a condition, never for a fixed time: evaluates cond every 10 ms until it holds. If
+ * it still does not after timeout_s seconds (generous: this is how long a loaded machine may
+ * take, not how long it should), fails naming the condition and what the format, evaluated
+ * after the last try, shows of the state it last saw. cond may have side effects (pump a bus,
+ * read a count into a variable the format prints). */
+#define ASSERT_EVENTUALLY(cond, timeout_s, fmt, ...)                                        \
+        do {                                                                                \
+                tests_checks++;                                                             \
+                uint64_t _deadline = tests_monotonic_ms() + (uint64_t) (timeout_s) * 1000;  \
+                while (!(cond)) {                                                           \
+                        if (tests_monotonic_ms() >= _deadline) {                            \
+                                fprintf(stderr, "%s:%d: waited %us for %s; last saw: " fmt "\n", \
+                                        __FILE__, __LINE__, (unsigned) (timeout_s), #cond, ##__VA_ARGS__); \
+                                exit(EXIT_FAILURE);                                         \
+                        }                                                                   \
+                        usleep(10 * 1000);                                                  \
                 }                                                                           \
         } while (0)
 
