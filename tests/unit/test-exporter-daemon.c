@@ -195,9 +195,8 @@ static void start_bus(void) {
                 execl("/usr/bin/dbus-daemon", "dbus-daemon", arg, "--nofork", "--nopidfile", (char *) NULL);
                 _exit(127);
         }
-        for (int i = 0; i < 200 && access(socket_path, F_OK) < 0; i++)
-                usleep(20000);
-        ASSERT_OK(access(socket_path, F_OK) < 0 ? -errno : 0);
+        ASSERT_EVENTUALLY(access(socket_path, F_OK) == 0, 30, "no %s from dbus-daemon (pid %d): %m", socket_path,
+                          (int) ctx.dbus_pid);
 
         ASSERT_OK(sd_bus_new(&ctx.bus));
         ASSERT_OK(sd_bus_set_address(ctx.bus, ctx.bus_address));
