@@ -335,6 +335,8 @@ int main(void) {
 
         /* The loader leaves: answers degrade, the daemon stays. */
         CHECK(sd_bus_release_name(bus, EP_BUS_LOADER) >= 0);
+        /* Serves our bus a while; no wait for anything: a call to the loader's name fails now,
+         * so the answers below are the same whether or not the symbolizer has seen it go. */
         pump(bus, -1, 200);
         r = ask(bus, req, resp, EP_MSG_SYM_REQUEST, EP_FRAME_NATIVE, 7, 0x1000);
         CHECK_INT(r.status, EP_SYM_NO_FILE);
