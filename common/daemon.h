@@ -77,4 +77,9 @@ int ep_parse_size(const char *s, uint64_t *ret_bytes);
 #define EP_RETENTION_AGE_MIN_NS (60 * NSEC_PER_SEC)
 #define EP_RETENTION_SIZE_MIN (256ULL << 10)
 int ep_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
+/* Reads clock (CLOCK_MONOTONIC, CLOCK_REALTIME) in ns. Every time-based policy (rate limits,
+ * ages, re-read intervals, retention) reads time here, so that a test can replace the clocks
+ * with ep_clock_set() and set time instead of sleeping; NULL puts the real clocks back. */
 uint64_t ep_now_ns(int clock);
+typedef uint64_t (*EpClockFunc)(int clock);
+void ep_clock_set(EpClockFunc func);

@@ -58,6 +58,7 @@ struct EpResolver {
         EpSymbolCache *symbol_cache; /* not owned; NULL: nothing persisted */
 };
 
+/* CLOCK_MONOTONIC through ep_now_ns(), which tests can set (ep_clock_set()). */
 uint64_t ep_resolver_now_ns(void);
 
 /* Replaces *res with a result of one line (function_owned may be NULL: no line; it is taken

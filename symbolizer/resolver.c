@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "daemon.h"
 #include "elf-symbols.h"
 #include "file-id.h"
 #include "log.h"
@@ -12,10 +13,7 @@
 #include "symbol-cache.h"
 
 uint64_t ep_resolver_now_ns(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
+        return ep_now_ns(CLOCK_MONOTONIC);
 }
 
 void ep_sym_result_done(EpSymResult *res) {

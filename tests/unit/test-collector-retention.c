@@ -13,12 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "store-schema-v1.h"
 #include "collector.h"
+#include "daemon.h"
 #include "grow-array.h"
 #include "retention.h"
 #include "test-collector-util.h"
@@ -449,13 +451,19 @@ static void test_cached_ids(void) {
         Collector c;
         sqlite3 *db;
 
+        /* On the test's clock: the interval is exactly as old as the test makes it. */
+        ep_clock_set(tests_clock);
         snprintf(path, sizeof(path), "%s/ids.db", dir);
         setup_collector(&c, path, &(RetentionPolicy) { .max_age_ns = 1 });
         for (uint32_t k = 0; k < 50; k++)
                 feed_trace(&c, k, 100 + k);
         ASSERT_OK(collector_close_interval(&c, NULL));
-        usleep(1000);
+        tests_clock_advance(1);
+        ASSERT_OK(collector_retention_run(&c)); /* 1 ns old is not older than 1 ns: kept */
+        ASSERT_TRUE(c.retention.counters.intervals == 0 && c.store_stats.intervals == 1);
+        tests_clock_advance(1);
         ASSERT_OK(collector_retention_run(&c));
+        ASSERT_TRUE(c.retention.counters.intervals == 1);
         ASSERT_TRUE(c.retention.counters.stacks == 50);
         ASSERT_TRUE(c.retention.counters.processes == 50);
         ASSERT_TRUE(c.retention.counters.files == 8);
@@ -478,6 +486,17 @@ static void test_cached_ids(void) {
         check_consistent(path);
         ASSERT_TRUE(c.store_stats.intervals == 1 && c.store_stats.samples == 50);
         collector_done(&c);
+        ep_clock_set(NULL);
+}
+
+/* Adds what the writer reported on fd (a byte per interval written, non-blocking) to *n. */
+static unsigned intervals_reported(int fd, unsigned *n) {
+        char buf[64];
+        ssize_t k;
+
+        while ((k = read(fd, buf, sizeof(buf))) > 0)
+                *n += (unsigned) k;
+        return *n;
 }
 
 /* kill -9 in the middle of writing: the store opens, passes integrity_check, and holds whole
@@ -487,24 +506,34 @@ static void test_crash(void) {
         char path[256];
         Store *s = NULL;
         sqlite3 *db;
-        int status;
+        unsigned written = 0;
+        int status, report[2];
         pid_t pid;
 
         snprintf(path, sizeof(path), "%s/crash.db", dir);
+        ASSERT_OK(pipe2(report, O_CLOEXEC | O_NONBLOCK));
         pid = fork();
         ASSERT_TRUE(pid >= 0);
         if (pid == 0) {
                 Collector c;
 
+                /* Dies with the test: a failed check must not leave it writing (and holding the
+                 * test's stderr open, which meson waits for). */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                        _exit(EXIT_FAILURE);
                 setup_collector(&c, path, &(RetentionPolicy) { .max_bytes = 1ULL << 20 });
                 for (uint32_t i = 0;; i++) {
                         for (uint32_t t = 0; t < 400; t++)
                                 feed_trace(&c, (i * 31 + t) % (100 + i), 100 + t % 300);
-                        (void) collector_close_interval(&c, NULL);
+                        if (collector_close_interval(&c, NULL) >= 0)
+                                (void) write(report[1], "i", 1);
                         (void) collector_retention_run(&c);
                 }
         }
-        usleep(1500 * 1000);
+        close(report[1]);
+        /* Killed once it has written a few intervals, however long that takes here. */
+        ASSERT_EVENTUALLY(intervals_reported(report[0], &written) >= 5, 60, "%u intervals written", written);
+        close(report[0]);
         ASSERT_TRUE(kill(pid, SIGKILL) == 0);
         ASSERT_TRUE(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status));
 

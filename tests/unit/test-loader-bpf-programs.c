@@ -67,6 +67,18 @@ static size_t nameless(const EpBpfFunc *f, size_t n) {
         return c;
 }
 
+/* Is the program with that ID listed now? */
+static bool program_listed(uint32_t id) {
+        _cleanup_free_ EpBpfFunc *funcs = NULL;
+        size_t n = 0;
+
+        ASSERT_OK(ep_bpf_programs_list(&funcs, &n));
+        for (size_t i = 0; i < n; i++)
+                if (funcs[i].prog_id == id)
+                        return true;
+        return false;
+}
+
 static void check_listed(void) {
         _cleanup_free_ EpBpfFunc *funcs = NULL;
         _cleanup_close_ int fd = -EBADF;
@@ -100,19 +112,9 @@ static void check_listed(void) {
                 printf("ep_tiny is not in /proc/kallsyms (bpf_jit_kallsyms off?)\n");
 
         /* Unloaded (its last reference closed): gone from the list. The kernel frees it from a
-         * work item, so give it a moment. */
+         * work item, so wait for that. */
         close(TAKE_FD(fd));
-        for (unsigned tries = 0; tries < 100; tries++) {
-                bool found = false;
-                free(TAKE_PTR(funcs));
-                ASSERT_OK(ep_bpf_programs_list(&funcs, &n));
-                for (size_t i = 0; i < n; i++)
-                        found = found || funcs[i].prog_id == id;
-                if (!found)
-                        return;
-                usleep(10 * 1000);
-        }
-        ASSERT_TRUE(!"the unloaded program is still listed");
+        ASSERT_EVENTUALLY(!program_listed(id), 30, "program %u still listed after its last fd was closed", id);
 }
 
 static void check_classic_not_listed(void) {

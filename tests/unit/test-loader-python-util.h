@@ -309,12 +309,11 @@ static inline long long py_cpu_ticks(pid_t pid) {
 /* Waits until pid has spun for `ticks` of CPU time (a wall-clock wait is not enough on a busy
  * machine: the child may not have run at all). */
 static inline void py_wait_spinning(pid_t pid, long long ticks) {
-        long long start = py_cpu_ticks(pid);
+        long long start = py_cpu_ticks(pid), now = start;
 
         ASSERT_TRUE(start >= 0);
-        for (int i = 0; i < 3000 && py_cpu_ticks(pid) - start < ticks; i++)
-                usleep(10 * 1000);
-        ASSERT_TRUE(py_cpu_ticks(pid) - start >= ticks);
+        ASSERT_EVENTUALLY((now = py_cpu_ticks(pid)) - start >= ticks, 30, "pid %d spun %lld of %lld ticks", (int) pid,
+                          now - start, ticks);
 }
 
 static inline pid_t py_spawn(const char *exe, const char *script, int *ret_in, int *ret_out) {

@@ -3,21 +3,16 @@
 
 /* A throw-away session-type dbus-daemon for tests that run a daemon as a process: listens on
  * <workdir>/bus.sock and reports its address through a pipe. Returns the daemon's PID (the
- * caller kills it) with the address in ret_address, or -1 if it did not come up in 5 s. */
+ * caller kills it) with the address in ret_address, or -1 if it did not come up in 20 s. */
 
 #include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-static inline uint64_t test_bus_now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
-}
+#include "tests.h"
 
 static inline pid_t test_private_bus_start(const char *workdir, char *ret_address, size_t size) {
         size_t have = 0;
@@ -43,8 +38,8 @@ static inline pid_t test_private_bus_start(const char *workdir, char *ret_addres
         close(pfd[1]);
 
         struct pollfd p = { .fd = pfd[0], .events = POLLIN };
-        for (uint64_t deadline = test_bus_now_ms() + 5000;
-             test_bus_now_ms() < deadline && !strchr(ret_address, '\n');) {
+        for (uint64_t deadline = tests_monotonic_ms() + 20000;
+             tests_monotonic_ms() < deadline && !strchr(ret_address, '\n');) {
                 if (poll(&p, 1, 100) <= 0)
                         continue;
                 ssize_t n = read(pfd[0], ret_address + have, size - 1 - have);

@@ -7,12 +7,13 @@
  * kallsyms-only answers; a program appearing in a gap is found after the rate limit. */
 
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "resolve-kernel.h"
 #include "resolver.h"
 #include "test-util.h"
+#include "tests.h"
 
 #define BASE 0xffffffffc0200000ull
 
@@ -86,13 +87,9 @@ static const EpBpfProgram progs_v2[] = {
 };
 
 #define UNLISTED "[bpf] unlisted program"
-#define RATE_MS 300u
-
-static void sleep_ms(unsigned ms) {
-        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L };
-        while (nanosleep(&ts, &ts) < 0)
-                ;
-}
+/* dynamic_refresh_ns. Time is the test's clock (tests_clock): it moves only by
+ * tests_clock_advance(), so nothing here races the rate limit. */
+#define RATE_NS (300 * NSEC_PER_MSEC)
 
 static const EpSymResult *ksym(EpResolver *r, uint64_t addr, uint8_t flags) {
         EpSymRequest req = { .kind = EP_FRAME_KERNEL, .flags = flags, .addr = addr };
@@ -121,7 +118,7 @@ static EpResolver *new_resolver(EpFileSource *src) {
         EpKernelPolicy policy = EP_KERNEL_POLICY_DEFAULT;
         EpResolver *r = NULL;
 
-        policy.dynamic_refresh_ns = RATE_MS * NSEC_PER_MSEC;
+        policy.dynamic_refresh_ns = RATE_NS;
         policy.dynamic_max_age_ns = 60 * NSEC_PER_SEC; /* hits never re-read in this test */
         CHECK_INT(ep_resolver_new(src, NULL, NULL, &r), 0);
         CHECK_INT(ep_resolver_kernel_set_policy(r, &policy), 0);
@@ -183,7 +180,10 @@ static void check_extents(void) {
         fake_n_progs = ELEMENTSOF(progs_v2);
         check_ok(r, BASE + 0x310, UNLISTED);
         CHECK_INT(list_calls, 1);
-        sleep_ms(RATE_MS + 50);
+        tests_clock_advance(RATE_NS - 1);
+        check_ok(r, BASE + 0x310, UNLISTED); /* rate-limited to the last nanosecond */
+        CHECK_INT(list_calls, 1);
+        tests_clock_advance(1);
         check_ok(r, BASE + 0x310, "bpf_prog_dddddddddddddddd_newcomer");
         CHECK_INT(list_calls, 2);
         CHECK_INT(ep_resolver_kernel_reloads(r), 1);
@@ -193,7 +193,7 @@ static void check_extents(void) {
         /* The list fails on the next read: back to kallsyms alone (stale extents could cut a
          * replacement program short). */
         fake_list_error = -EIO;
-        sleep_ms(RATE_MS + 50);
+        tests_clock_advance(RATE_NS);
         check_ok(r, BASE + 0x500, "bpf_prog_dddddddddddddddd_newcomer"); /* re-read, no extents */
         CHECK_INT(list_calls, 3);
         check_ok(r, BASE + 0x200, "bpf_prog_aaaaaaaaaaaaaaaa_first");
@@ -223,6 +223,7 @@ static void check_without_list(void) {
 }
 
 int main(void) {
+        ep_clock_set(tests_clock);
         check_extents();
         check_without_list();
         TEST_DONE("test-symbolizer-bpf-extents");

@@ -7,14 +7,15 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "kallsyms.h"
 #include "kmodules.h"
 #include "resolve-kernel.h"
 #include "resolver.h"
 #include "test-util.h"
+#include "tests.h"
 
 /* ---- /proc/modules ---- */
 
@@ -277,12 +278,6 @@ static const char kallsyms_v4[] = VMLINUX
 static const char modules_v1[] = "mymod 262144 0 - Live 0xffffffffc0100000\n";
 static const char modules_v4[] = "othermod 262144 0 - Live 0xffffffffc0100000\n";
 
-static void sleep_ms(unsigned ms) {
-        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L };
-        while (nanosleep(&ts, &ts) < 0)
-                ;
-}
-
 static const EpSymResult *ksym(EpResolver *r, uint64_t addr, uint8_t flags) {
         EpSymRequest req = { .kind = EP_FRAME_KERNEL, .flags = flags, .addr = addr };
         const EpSymResult *res = NULL;
@@ -308,9 +303,11 @@ static void check_not_found(EpResolver *r, uint64_t addr) {
                           res->n_lines ? res->lines[0].function : "");
 }
 
-#define RATE_MS 300u    /* dynamic_refresh_ns in this test */
-#define BPF_AGE_MS 600u /* dynamic_max_age_ns */
-#define MOD_CHECK_MS 400u
+/* The policy's periods in this test. Time is the test's clock (tests_clock): it moves only by
+ * tests_clock_advance(), so each limit is checked 1 ns before it ends and as it ends. */
+#define RATE_NS (300 * NSEC_PER_MSEC)    /* dynamic_refresh_ns */
+#define BPF_AGE_NS (600 * NSEC_PER_MSEC) /* dynamic_max_age_ns */
+#define MOD_CHECK_NS (400 * NSEC_PER_MSEC)
 
 static void check_resolver(const char *root) {
         EpFileSource src = { .open_file = fake_open_file, .open_kallsyms = fake_open_kallsyms,
@@ -321,9 +318,9 @@ static void check_resolver(const char *root) {
         _cleanup_(ep_resolver_freep) EpResolver *r = NULL;
         const uint8_t *id;
 
-        policy.dynamic_refresh_ns = RATE_MS * NSEC_PER_MSEC;
-        policy.dynamic_max_age_ns = BPF_AGE_MS * NSEC_PER_MSEC;
-        policy.modules_check_ns = MOD_CHECK_MS * NSEC_PER_MSEC;
+        policy.dynamic_refresh_ns = RATE_NS;
+        policy.dynamic_max_age_ns = BPF_AGE_NS;
+        policy.modules_check_ns = MOD_CHECK_NS;
         policy.sysfs_root = root;
         fake_kallsyms = kallsyms_v1;
         fake_modules = modules_v1;
@@ -376,10 +373,13 @@ static void check_resolver(const char *root) {
         fake_kallsyms = kallsyms_v2;
         check_not_found(r, 0xffffffffc0400010);
         CHECK_INT(kallsyms_opens, 1);
+        tests_clock_advance(RATE_NS - 1); /* ... up to the last nanosecond of the interval ... */
+        check_not_found(r, 0xffffffffc0400010);
+        CHECK_INT(kallsyms_opens, 1);
         /* ... and a miss inside vmlinux's text never does before kallsyms_refresh_ns (60 s),
          * whatever the dynamic rate. */
         check_not_found(r, 0xffffffff81180000);
-        sleep_ms(RATE_MS + 50);
+        tests_clock_advance(1);
         check_not_found(r, 0xffffffff81180000);
         check_not_found(r, 0xffffffff81180000);
         CHECK_INT(kallsyms_opens, 1);
@@ -403,7 +403,10 @@ static void check_resolver(const char *root) {
         fake_kallsyms = kallsyms_v3;
         check_ok(r, 0xffffffffc0200010, "bpf_prog_0123456789abcdef_old", "bpf"); /* table still young */
         CHECK_INT(kallsyms_opens, 2);
-        sleep_ms(BPF_AGE_MS + 50);
+        tests_clock_advance(BPF_AGE_NS - 1);
+        check_ok(r, 0xffffffffc0200010, "bpf_prog_0123456789abcdef_old", "bpf"); /* young to the end */
+        CHECK_INT(kallsyms_opens, 2);
+        tests_clock_advance(1);
         check_ok(r, 0xffffffffc0200010, "bpf_prog_1111111111111111_replacement", "bpf");
         CHECK_INT(kallsyms_opens, 3);
         CHECK_INT(ep_resolver_kernel_reloads(r), 2);
@@ -412,7 +415,7 @@ static void check_resolver(const char *root) {
         check_ok(r, 0xffffffff81000410, "entry_SYSCALL_64", "");
         uint32_t entries = ep_resolver_cache_entries(r);
         CHECK(entries >= 1);
-        sleep_ms(RATE_MS + 50);
+        tests_clock_advance(RATE_NS);
         check_not_found(r, 0xffffffffc0600000); /* re-reads: still nothing there */
         CHECK_INT(kallsyms_opens, 4);
         CHECK_INT(ep_resolver_cache_entries(r), entries);
@@ -424,7 +427,10 @@ static void check_resolver(const char *root) {
         unsigned mopens = modules_opens;
         check_ok(r, 0xffffffffc0100820, "mymod_work", "mymod"); /* checked too recently */
         CHECK_INT(modules_opens, mopens);
-        sleep_ms(MOD_CHECK_MS + 50);
+        tests_clock_advance(MOD_CHECK_NS - 1);
+        check_ok(r, 0xffffffffc0100828, "mymod_work", "mymod"); /* until the period ends */
+        CHECK_INT(modules_opens, mopens);
+        tests_clock_advance(1);
         check_ok(r, 0xffffffffc0100830, "othermod_fn", "othermod");
         CHECK_INT(modules_opens, mopens + 2); /* the check, then the full re-read */
         CHECK_INT(kallsyms_opens, 5);
@@ -446,7 +452,7 @@ static void check_no_modules(const char *root) {
         EpKernelPolicy policy = EP_KERNEL_POLICY_DEFAULT;
         _cleanup_(ep_resolver_freep) EpResolver *r = NULL;
 
-        policy.dynamic_refresh_ns = RATE_MS * NSEC_PER_MSEC;
+        policy.dynamic_refresh_ns = RATE_NS;
         policy.sysfs_root = root;
         fake_kallsyms = kallsyms_v2;
         fake_modules = NULL;
@@ -463,7 +469,10 @@ static void check_no_modules(const char *root) {
 
         check_ok(r, 0xffffffffc0100810, "mymod_work", "mymod"); /* kallsyms alone still names it */
         check_not_found(r, 0xffffffffc0130000);                  /* no range to fall back on */
-        sleep_ms(RATE_MS + 50);
+        tests_clock_advance(RATE_NS - 1);
+        check_not_found(r, 0xffffffffc0130000);
+        CHECK_INT(kallsyms_opens, 1);
+        tests_clock_advance(1);
         check_not_found(r, 0xffffffffc0130000);
         CHECK_INT(kallsyms_opens, 2);
         CHECK_INT(modules_opens, 1);
@@ -479,6 +488,7 @@ static void check_no_modules(const char *root) {
 int main(void) {
         char root[] = "/tmp/test-symbolizer-kmodules-XXXXXX";
 
+        ep_clock_set(tests_clock);
         check_parse();
         CHECK(mkdtemp(root));
         make_sysfs(root);

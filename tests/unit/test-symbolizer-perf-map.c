@@ -6,13 +6,14 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "perf-map.h"
 #include "resolve-jit.h"
 #include "resolver.h"
 #include "test-util.h"
+#include "tests.h"
 
 static EpPerfMap *map_of(const char *text) {
         EpPerfMap *m = NULL;
@@ -380,11 +381,15 @@ static void test_resolver(void) {
         CHECK_INT(js.entries, 2);
         CHECK_INT(js.processes, 1);
 
-        /* The JIT writes more: a miss reads it, at most once a second, and misses are not
-         * cached. */
+        /* The JIT writes more: a miss reads it, at most once a second (EP_JIT_REREAD_NS, on the
+         * test's clock, which moves only when told), and misses are not cached. */
         append(map_fd, "7f0000003000 10 LazyCompile:*later /tmp/x.js:9\n");
         CHECK_INT(jit(r, 100, 5, 0x7f0000003000, 0)->status, EP_SYM_NOT_FOUND);
-        usleep(1100 * 1000);
+        tests_clock_advance(EP_JIT_REREAD_NS - 1);
+        CHECK_INT(jit(r, 100, 5, 0x7f0000003000, 0)->status, EP_SYM_NOT_FOUND);
+        ep_resolver_jit_stats(r, &js);
+        CHECK_INT(js.reads, 1);
+        tests_clock_advance(1);
         check_named(jit(r, 100, 5, 0x7f0000003000, 0), 0x7f0000003000, "LazyCompile:*later /tmp/x.js:9");
         CHECK_INT(opens[0], 1); /* the same descriptor, read incrementally */
         ep_resolver_jit_stats(r, &js);
@@ -399,6 +404,12 @@ static void test_resolver(void) {
         CHECK_INT(jit(r, 200, 1, 0x1000, 0)->status, EP_SYM_NO_FILE);
         CHECK_INT(jit(r, 200, 1, 0x2000, 0)->status, EP_SYM_NO_FILE);
         CHECK_INT(opens[1], 1);
+        tests_clock_advance(EP_JIT_MISSING_RETRY_NS - 1);
+        CHECK_INT(jit(r, 200, 1, 0x3000, 0)->status, EP_SYM_NO_FILE);
+        CHECK_INT(opens[1], 1);
+        tests_clock_advance(1); /* the JIT may have created it since: asked again */
+        CHECK_INT(jit(r, 200, 1, 0x3000, 0)->status, EP_SYM_NO_FILE);
+        CHECK_INT(opens[1], 2);
         /* Refused (not owned by the process's user, a symlink, too big): BAD_FILE. */
         CHECK_INT(jit(r, 300, 1, 0x1000, 0)->status, EP_SYM_BAD_FILE);
         CHECK_INT(jit(r, 300, 1, 0x1000, 0)->status, EP_SYM_BAD_FILE);
@@ -406,13 +417,13 @@ static void test_resolver(void) {
         /* Gone: NO_FILE. */
         CHECK_INT(jit(r, 400, 1, 0x1000, 0)->status, EP_SYM_NO_FILE);
         ep_resolver_jit_stats(r, &js);
-        CHECK_INT(js.maps_missing, 2);
+        CHECK_INT(js.maps_missing, 3); /* 200 twice, 400 */
         CHECK_INT(js.maps_refused, 1);
 
         /* The loader came back: processes without a map are asked again. */
         ep_resolver_source_changed(r);
         CHECK_INT(jit(r, 200, 1, 0x1000, 0)->status, EP_SYM_NO_FILE);
-        CHECK_INT(opens[1], 2);
+        CHECK_INT(opens[1], 3);
 
         /* Hits are cached by (pid, start time, address); the map is not read for them. */
         uint64_t hits = stats.cache_hits;
@@ -449,6 +460,7 @@ static void test_many_processes(void) {
 }
 
 int main(void) {
+        ep_clock_set(tests_clock);
         test_valid_lines();
         test_overlaps();
         test_malformed();
