@@ -5,7 +5,8 @@
  * symbols (as a real machine's libc/libstdc++/kernel frames repeat across stacks), one
  * timestamp per event. The figures for both the unsplit encoder and the 4 MiB split (what the
  * exporter sends) are printed as a markdown table; "baseline" is the same interval without
- * timestamps, to show what per-event timestamps cost.
+ * timestamps, to show what per-event timestamps cost; "strings by index" sends attribute string
+ * values and resource attribute keys as string-table references (OtlpEncodeOptions).
  *
  *   build/exporter/bench-otlp-encode [CPUS]
  */
@@ -150,8 +151,8 @@ static int count_part(const void *data, size_t size, void *userdata) {
         return 0;
 }
 
-static Measure measure(const ExpInterval *iv, bool split) {
-        const OtlpEncodeOptions opts = { .host_name = "bench-host" };
+static Measure measure(const ExpInterval *iv, bool split, bool strings_by_index) {
+        const OtlpEncodeOptions opts = { .host_name = "bench-host", .strings_by_index = strings_by_index };
         Measure best = { .encode_ms = 1e18 };
 
         for (int run = 0; run < RUNS; run++) {
@@ -206,9 +207,14 @@ int main(int argc, char **argv) {
                 add_stacks(iv);
                 add_samples(iv, cpus, timestamps);
 
-                Measure whole = measure(iv, false), parts = measure(iv, true);
+                Measure whole = measure(iv, false, false), parts = measure(iv, true, false);
                 row(timestamps ? "one request" : "one request, baseline: no timestamps", cpus, &whole);
                 row(timestamps ? "split at 4 MiB (what is sent)" : "split at 4 MiB, no timestamps", cpus, &parts);
+                if (timestamps) {
+                        /* Attribute strings and resource keys by reference (OTLP 1.10). */
+                        Measure by_index = measure(iv, true, true);
+                        row("split at 4 MiB, strings by index", cpus, &by_index);
+                }
                 exp_interval_free(iv);
         }
         return 0;

@@ -65,6 +65,7 @@ typedef struct Encoder {
         EpHashmap *slot_by_pid, *group_by_key;
         uint64_t min_ts, max_ts; /* over every timestamp sent; min_ts > max_ts when none */
         bool no_cpu;
+        bool strings_by_index; /* OtlpEncodeOptions.strings_by_index */
 } Encoder;
 
 const char *otlp_frame_type(uint8_t kind) {
@@ -132,7 +133,12 @@ static int attr_index(Encoder *e, const char *key, int type, const char *sval, i
                 return -ENOMEM;
         kv->key_strindex = k;
         kv->value = v;
-        if (type == ATTR_STRING) {
+        if (type == ATTR_STRING && e->strings_by_index) {
+                v->value_case = PB_ANY_VALUE_STRINDEX;
+                r = str_index(e, sval, &v->string_value_strindex);
+                if (r < 0)
+                        return r;
+        } else if (type == ATTR_STRING) {
                 /* Plain string_value: every OTLP receiver understands it. The interned key
                  * holds a NUL-terminated copy right after the type and key index. */
                 v->value_case = PB_ANY_VALUE_STRING;
@@ -474,6 +480,26 @@ static bool resource_has(const PbResource *res, const char *key) {
         return false;
 }
 
+/* Moves the keys and string values of a Resource's attributes into the string table. */
+static int resource_strings_by_index(Encoder *e, PbResource *res) {
+        int r;
+
+        for (size_t i = 0; i < res->n_attributes; i++) {
+                PbKeyValue *kv = res->attributes[i];
+                r = str_index(e, kv->key, &kv->key_strindex);
+                if (r < 0)
+                        return r;
+                kv->key = (char *) "";
+                if (kv->value->value_case != PB_ANY_VALUE_STRING)
+                        continue;
+                r = str_index(e, kv->value->string_value, &kv->value->string_value_strindex);
+                if (r < 0)
+                        return r;
+                kv->value->value_case = PB_ANY_VALUE_STRINDEX;
+        }
+        return 0;
+}
+
 static PbResource *build_resource(Encoder *e, const Slot *slot, const char *host_name,
                                   char *const *user_attributes) {
         const ExpProcess *p = slot->process;
@@ -515,6 +541,8 @@ static PbResource *build_resource(Encoder *e, const Slot *slot, const char *host
                 if (!resource_has(res, user_attributes[i]))
                         ADD(user_attributes[i], user_attributes[i + 1], 0);
 #undef ADD
+        if (e->strings_by_index && resource_strings_by_index(e, res) < 0)
+                return NULL;
         return res;
 }
 
@@ -656,6 +684,7 @@ static int encode(Encoder *e, const ExpInterval *iv, const OtlpEncodeOptions *o,
         if (r < 0)
                 return r;
         e->no_cpu = o->no_cpu;
+        e->strings_by_index = o->strings_by_index;
 
         for (size_t i = 0; i < iv->n_samples; i++) {
                 r = add_sample(e, i);
@@ -705,14 +734,11 @@ static int encode(Encoder *e, const ExpInterval *iv, const OtlpEncodeOptions *o,
         link = EXP_NEW_MSG(&e->arena, PbLink, pb_link_init);
         if (!dict || !link)
                 return -ENOMEM;
-        /* The zero Link with full-length all-zero IDs: some codecs insist on 16/8 bytes. */
-        link->trace_id.len = 16;
-        link->trace_id.data = exp_arena_alloc(&e->arena, 16);
-        link->span_id.len = 8;
-        link->span_id.data = exp_arena_alloc(&e->arena, 8);
+        /* Index 0 of every table is the message's zero value: a Link with empty IDs (16/8 zero
+         * bytes would be a link to trace 0, which the Profiles rules refuse). */
         dict->link_table = exp_arena_alloc(&e->arena, sizeof(PbLink *));
         dict->string_table = exp_arena_alloc_array(&e->arena, exp_intern_size(&e->strings), sizeof(char *));
-        if (!link->trace_id.data || !link->span_id.data || !dict->link_table || !dict->string_table)
+        if (!dict->link_table || !dict->string_table)
                 return -ENOMEM;
         dict->link_table[0] = link;
         dict->n_link_table = 1;

@@ -33,6 +33,11 @@ typedef struct OtlpEncodeOptions {
         char *const *resource_attributes; /* NULL-terminated key, value, … pairs added to every
                                     * Resource (OTEL_RESOURCE_ATTRIBUTES, otlp-config.h); the
                                     * per-process ones win, except host.name */
+        bool strings_by_index;     /* attribute string values and resource attribute keys as
+                                    * string_table references (OTLP >= 1.10 key_strindex,
+                                    * string_value_strindex). Off by default: it does not make
+                                    * requests smaller (bench/README.md) and receivers built on
+                                    * older protos read such attributes as empty. */
 } OtlpEncodeOptions;
 
 typedef struct OtlpEncodeStats {

@@ -364,3 +364,22 @@ def decode_otlp(path):
                            stdin=f, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     return p.stdout
+
+
+@pytest.fixture(autouse=True)
+def otlp_requests_conform():
+    """Every OTLP request a receiver decodes during a test keeps the conformance rules
+    (otlp_conformance.py, checked in otlp_receiver.py): a violation fails the test."""
+    import otlp_receiver
+    before = len(otlp_receiver.CONFORMANCE["violations"])
+    yield
+    new = otlp_receiver.CONFORMANCE["violations"][before:]
+    assert not new, f"{len(new)} OTLP conformance violations:\n" + "\n".join(new[:20])
+
+
+def pytest_terminal_summary(terminalreporter):
+    receiver = sys.modules.get("otlp_receiver")
+    if receiver:
+        c = receiver.CONFORMANCE
+        terminalreporter.write_line(f"OTLP conformance: {c['checked']} requests checked, "
+                                    f"{len(c['violations'])} violations")

@@ -39,6 +39,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import otlp_conformance
+
 PROFILES_PATH = "/v1development/profiles"
 MAX_BODY = 64 << 20  # OTLP's recommended request limit (after decompression)
 
@@ -144,78 +146,16 @@ def sample_attributes(req, sample):
     return out
 
 
-def validate_request(req):
-    """Semantic checks protoc cannot make. Returns a list of problems (empty when fine)."""
-    problems = []
-    d = req.dictionary
-    tables = {
-        "mapping_table": d.mapping_table, "location_table": d.location_table,
-        "function_table": d.function_table, "link_table": d.link_table,
-        "string_table": d.string_table, "attribute_table": d.attribute_table,
-        "stack_table": d.stack_table,
-    }
-    for name, t in tables.items():
-        if len(t) == 0:
-            problems.append(f"{name} has no element 0")
-    if problems:
-        return problems
-    if d.string_table[0] != "":
-        problems.append("string_table[0] is not empty")
-    for name in ("mapping_table", "location_table", "function_table", "attribute_table", "stack_table"):
-        if tables[name][0].ByteSize() != 0:
-            problems.append(f"{name}[0] is not the zero value")
-    link0 = d.link_table[0]
-    if any(link0.trace_id) or any(link0.span_id):
-        problems.append("link_table[0] is not the zero value")
-    if len(set(d.string_table)) != len(d.string_table):
-        problems.append("string_table has duplicates")
+# Every request a receiver of this process decoded is held to the conformance rules: how many,
+# and each violation with the request it came from (conftest fails the test that caused one).
+CONFORMANCE = {"checked": 0, "violations": []}
 
-    def check(kind, i, table, allow_zero=True):
-        if not (0 <= i < len(tables[table])) or (i == 0 and not allow_zero):
-            problems.append(f"{kind} index {i} out of range for {table} ({len(tables[table])})")
 
-    def check_attrs(kind, indices):
-        keys = []
-        for i in indices:
-            check(kind, i, "attribute_table", allow_zero=False)
-            if 0 < i < len(d.attribute_table):
-                keys.append(d.attribute_table[i].key_strindex)
-        if len(keys) != len(set(keys)):
-            problems.append(f"{kind} references two attributes with the same key")
-
-    for a in d.attribute_table[1:]:
-        check("attribute key", a.key_strindex, "string_table", allow_zero=False)
-    for m in d.mapping_table[1:]:
-        check("mapping filename", m.filename_strindex, "string_table")
-        check_attrs("mapping", m.attribute_indices)
-    for f in d.function_table[1:]:
-        for i in (f.name_strindex, f.system_name_strindex, f.filename_strindex):
-            check("function", i, "string_table")
-    for loc in d.location_table[1:]:
-        check("location mapping", loc.mapping_index, "mapping_table")
-        for line in loc.lines:
-            check("line function", line.function_index, "function_table")
-        check_attrs("location", loc.attribute_indices)
-    for st in d.stack_table[1:]:
-        for i in st.location_indices:
-            check("stack location", i, "location_table", allow_zero=False)
-    for rp in req.resource_profiles:
-        for sp in rp.scope_profiles:
-            for prof in sp.profiles:
-                check("sample_type", prof.sample_type.type_strindex, "string_table")
-                start, end = prof.time_unix_nano, prof.time_unix_nano + prof.duration_nano
-                for s in prof.samples:
-                    check("sample stack", s.stack_index, "stack_table")
-                    check("sample link", s.link_index, "link_table")
-                    check_attrs("sample", s.attribute_indices)
-                    if not s.values and not s.timestamps_unix_nano:
-                        problems.append("sample with neither values nor timestamps")
-                    if s.values and s.timestamps_unix_nano and len(s.values) != len(s.timestamps_unix_nano):
-                        problems.append("sample values and timestamps differ in length")
-                    for t in s.timestamps_unix_nano:
-                        if not start <= t < end:
-                            problems.append(f"timestamp {t} outside [{start}, {end}]")
-                            break
+def conformance_check(req, what):
+    """Checks one request against otlp_conformance's rules and keeps what it finds."""
+    problems = otlp_conformance.check(req)
+    CONFORMANCE["checked"] += 1
+    CONFORMANCE["violations"].extend(f"{what}: {p}" for p in problems)
     return problems
 
 
@@ -365,6 +305,8 @@ class _ReceiverBase:
 
     def _record(self, info, reply, req):
         """info: path, headers, body (wire bytes), message (decoded protobuf bytes), time."""
+        if req is not None:
+            conformance_check(req, f"{type(self).__name__} request {len(self.attempts)}")
         info["answer"] = reply.describe()
         info["status"] = reply.status
         info["accepted"] = reply.ok and req is not None
@@ -870,7 +812,7 @@ def main(argv=None):
 
     if args.decode:
         req = decode_body(Path(args.decode).read_bytes(), None)
-        problems = validate_request(req)
+        problems = otlp_conformance.check(req)
         summary = summarize(req)
         summary["problems"] = problems
         print(json.dumps(summary, indent=2))

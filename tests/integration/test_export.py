@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from conftest import CLI, cli, decode_otlp, run_workload, stacks_for_pid
+from otlp_receiver import conformance_check, decode_body
 
 CHAIN = ["gamma_spin", "beta", "alpha", "main"]  # leaf first
 GO = shutil.which("go") or "/usr/bin/go"
@@ -128,6 +129,11 @@ def test_folded_counts_equal_the_store(profiler, fpchain, tmp_path):
 def test_otlp_decodes_with_protoc(profiler, fpchain, tmp_path):
     out = tmp_path / "p.otlp"
     cli("export", "--store", profiler.store, "--pid", fpchain, "-o", out)
+    # One process and the whole store, as a backend would get them: every conformance rule.
+    whole = tmp_path / "all.otlp"
+    cli("export", "--store", profiler.store, "-o", whole)
+    for f in (out, whole):
+        assert conformance_check(decode_body(f.read_bytes()), f"export -o {f.name}") == []
     text = decode_otlp(out)
     assert re.search(rf"int_value: {fpchain}\b", text)
     values = sum(int(v) for v in re.findall(r"^\s*values: (\d+)$", text, re.M))

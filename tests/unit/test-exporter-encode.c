@@ -178,12 +178,8 @@ static void check_tables(const PbDictionary *d) {
         ASSERT_EQ(d->function_table[0]->filename_strindex, 0);
         ASSERT_EQ(d->function_table[0]->start_line, 0);
         ASSERT_EQ(d->n_link_table, 1);
-        ASSERT_EQ(d->link_table[0]->trace_id.len, 16);
-        ASSERT_EQ(d->link_table[0]->span_id.len, 8);
-        for (size_t i = 0; i < 16; i++)
-                ASSERT_EQ(d->link_table[0]->trace_id.data[i], 0);
-        for (size_t i = 0; i < 8; i++)
-                ASSERT_EQ(d->link_table[0]->span_id.data[i], 0);
+        ASSERT_EQ(d->link_table[0]->trace_id.len, 0);
+        ASSERT_EQ(d->link_table[0]->span_id.len, 0);
         ASSERT_TRUE(d->n_attribute_table > 0);
         ASSERT_EQ(d->attribute_table[0]->key_strindex, 0);
         ASSERT_TRUE(!d->attribute_table[0]->value);
@@ -431,6 +427,54 @@ static void test_encode(const char *out_path) {
                 ASSERT_TRUE(f);
                 ASSERT_EQ(fwrite(data, 1, size, f), size);
         }
+}
+
+/* The same interval with strings by index: every attribute string and resource key is a
+ * string_table reference naming what the plain encoding spells out. */
+static void test_encode_strings_by_index(void) {
+        _cleanup_(exp_interval_freep) ExpInterval *iv = make_interval();
+        const OtlpEncodeOptions plain_opts = { .host_name = "testhost" },
+                                opts = { .host_name = "testhost", .strings_by_index = true };
+        _cleanup_free_ void *plain_data = NULL, *data = NULL;
+        size_t plain_size, size, n_strindex = 0;
+        PbRequest *plain, *req;
+
+        ASSERT_OK(otlp_encode_interval(iv, &plain_opts, &plain_data, &plain_size, NULL));
+        ASSERT_OK(otlp_encode_interval(iv, &opts, &data, &size, NULL));
+        plain = pb_request_unpack(NULL, plain_size, plain_data);
+        req = pb_request_unpack(NULL, size, data);
+        ASSERT_TRUE(plain && req);
+
+        const PbDictionary *pd = plain->dictionary, *d = req->dictionary;
+        ASSERT_EQ(d->n_attribute_table, pd->n_attribute_table);
+        for (size_t i = 1; i < d->n_attribute_table; i++) {
+                const PbAnyValue *pv = pd->attribute_table[i]->value, *v = d->attribute_table[i]->value;
+                ASSERT_STREQ(str(d, d->attribute_table[i]->key_strindex), str(pd, pd->attribute_table[i]->key_strindex));
+                if (pv->value_case != PB_ANY_VALUE_STRING) {
+                        ASSERT_EQ(v->value_case, pv->value_case);
+                        continue;
+                }
+                ASSERT_EQ(v->value_case, PB_ANY_VALUE_STRINDEX);
+                ASSERT_STREQ(str(d, v->string_value_strindex), pv->string_value);
+                n_strindex++;
+        }
+        ASSERT_TRUE(n_strindex > 0);
+        ASSERT_EQ(req->n_resource_profiles, plain->n_resource_profiles);
+        for (size_t i = 0; i < req->n_resource_profiles; i++) {
+                const PbResource *pr = plain->resource_profiles[i]->resource, *r = req->resource_profiles[i]->resource;
+                ASSERT_EQ(r->n_attributes, pr->n_attributes);
+                for (size_t j = 0; j < r->n_attributes; j++) {
+                        const PbKeyValue *pkv = pr->attributes[j], *kv = r->attributes[j];
+                        ASSERT_STREQ(kv->key, "");
+                        ASSERT_STREQ(str(d, kv->key_strindex), pkv->key);
+                        if (pkv->value->value_case == PB_ANY_VALUE_STRING)
+                                ASSERT_STREQ(str(d, kv->value->string_value_strindex), pkv->value->string_value);
+                        else
+                                ASSERT_EQ(kv->value->int_value, pkv->value->int_value);
+                }
+        }
+        pb_request_free_unpacked(plain, NULL);
+        pb_request_free_unpacked(req, NULL);
 }
 
 static void test_encode_empty(void) {
@@ -739,6 +783,7 @@ static void test_intake_malformed(void) {
 int main(int argc, char **argv) {
         log_set_max_level(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERR);
         test_encode(argc > 1 ? argv[1] : NULL);
+        test_encode_strings_by_index();
         test_encode_empty();
         test_encode_bad_model();
         test_intake_valid();
