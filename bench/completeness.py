@@ -98,7 +98,7 @@ def main():
                 continue
             first = run_once(name)
             first_root, _ = first.share(first.reaches_root)
-            t.wait_tables_settled(profiler)
+            profiler.wait_for_tables()  # every table loaded or known not to come
             prof = run_once(name)
             root, _ = prof.share(prof.reaches_root)
             leaf, _ = prof.share(leaf_checks[name])

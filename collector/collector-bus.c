@@ -33,6 +33,7 @@ enum {
         PROP_RETENTION_DELETED_ROWS,
         PROP_RETENTION_BYTES_RECLAIMED,
         PROP_RETENTION_LAST_RUN_NS,
+        PROP_RETENTION_RUNNING,
         PROP_TABLE_RESTARTS,
         _PROP_MAX,
 };
@@ -59,6 +60,7 @@ static const char *const prop_names[_PROP_MAX] = {
         [PROP_RETENTION_DELETED_ROWS] = "RetentionDeletedRows",
         [PROP_RETENTION_BYTES_RECLAIMED] = "RetentionBytesReclaimed",
         [PROP_RETENTION_LAST_RUN_NS] = "RetentionLastRunNs",
+        [PROP_RETENTION_RUNNING] = "RetentionRunning",
         [PROP_TABLE_RESTARTS] = "TableRestarts",
 };
 
@@ -111,6 +113,15 @@ static uint64_t prop_value(const Collector *c, int p) {
                 return c->retention.counters.bytes_reclaimed;
         case PROP_RETENTION_LAST_RUN_NS:
                 return c->retention.counters.last_run_ns;
+        case PROP_RETENTION_RUNNING: {
+                /* The retention timer is armed from an interval's write until the run it started
+                 * took its last step (see on_retention_timer()). */
+                int enabled = SD_EVENT_OFF;
+
+                if (c->retention_timer)
+                        (void) sd_event_source_get_enabled(c->retention_timer, &enabled);
+                return enabled != SD_EVENT_OFF;
+        }
         case PROP_TABLE_RESTARTS:
                 return c->table_restarts;
         default:
@@ -142,6 +153,7 @@ static int get_property(sd_bus *bus, const char *path, const char *interface, co
                 case PROP_LOADER_ATTACHED:
                 case PROP_SYMBOLIZER_ATTACHED:
                 case PROP_EXPORTER_ATTACHED:
+                case PROP_RETENTION_RUNNING:
                         return sd_bus_message_append(reply, "b", (int) prop_value(c, p));
                 case PROP_PENDING_SYMBOLS:
                         return sd_bus_message_append(reply, "u", (uint32_t) prop_value(c, p));
@@ -261,6 +273,7 @@ static const sd_bus_vtable collector_vtable[] = {
         COUNTER("RetentionDeletedRows"),
         COUNTER("RetentionBytesReclaimed"),
         COUNTER("RetentionLastRunNs"),
+        SD_BUS_PROPERTY("RetentionRunning", "b", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         COUNTER("TableRestarts"),
         /* Access is restricted by the bus policy (units/org.ebpfprofiler.conf): OpenExportRing to
          * root and the exporter's user. Flush is root's by the policy and not unprivileged here:

@@ -23,6 +23,8 @@ WORKLOADS = BUILD / "tests" / "workloads"
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from waiting import wait_until  # noqa: E402  (the one way tests wait: see waiting.py)
+
 
 def need_root():
     if os.geteuid() != 0:
@@ -94,18 +96,17 @@ class Profiler:
             raise
 
     def wait_ready(self, timeout=30):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
+        def ready():
             if self.proc.poll() is not None:
                 raise AssertionError(f"ebpf-profiler run exited {self.proc.returncode}:\n{self.output()}")
             addr = self.runtime / "bus-address"
-            if addr.exists():
-                self.bus = addr.read_text().strip()
-                self.env["DBUS_SYSTEM_BUS_ADDRESS"] = self.bus
-                if cli("status", env=self.env, check=False).returncode == 0:
-                    return
-            time.sleep(0.2)
-        raise AssertionError(f"profiler not ready after {timeout}s:\n{self.output()}")
+            if not addr.exists():
+                return False, "no bus-address file yet"
+            self.bus = addr.read_text().strip()
+            self.env["DBUS_SYSTEM_BUS_ADDRESS"] = self.bus
+            st = cli("status", env=self.env, check=False)
+            return st.returncode == 0, f"status exited {st.returncode}: {st.stderr.strip()[-200:]}"
+        wait_until(ready, "the profiler to answer `status`", timeout, diagnosis=self.output)
 
     def output(self):
         self.log.flush()
@@ -207,27 +208,44 @@ class Profiler:
         """Until the unwind tables of pids' files (of every file without pids) are loaded or
         known not to come: what those processes run is unwound from here on. On a first start
         from a cold disk this takes seconds, not milliseconds."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.tables_ready(pids):
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"unwind tables still pending after {timeout}s:\n{self.diagnosis(pids)}")
+        wait_until(lambda: self.tables_ready(pids), f"the unwind tables of {pids or 'every file'}",
+                   timeout, diagnosis=lambda: self.diagnosis(pids))
 
     def settle(self, pids=None, timeout=120):
         """Until everything sampled so far is in the store, names included: no table pending
         (of pids' files, with pids), no sample waiting for one, no symbol the collector still
         waits for. The last flush writes the names that came after the interval before it (late
         names are UPDATEs)."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
+        def settled():
             self.flush()
-            if self.tables_ready(pids) and self.prop("Collector", "PendingSymbols") == 0 and (
-                    pids is not None or self.prop("Loader", "WaitingSamples") == 0):
-                self.flush()
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"the profiler did not settle in {timeout}s:\n{self.diagnosis(pids)}")
+            return self.tables_ready(pids) and self.prop("Collector", "PendingSymbols") == 0 and (
+                pids is not None or self.prop("Loader", "WaitingSamples") == 0)
+        wait_until(settled, f"the profiler to settle (pids {pids or 'all'}: no table, sample or symbol pending)",
+                   timeout, diagnosis=lambda: self.diagnosis(pids))
+        self.flush()
+
+    def wait_samples(self, pid, n, timeout=120, tid=None):
+        """Flushes until the store holds at least n samples of pid (and tid); returns how many.
+        A busy machine gives a workload less CPU, so it takes longer, never fewer samples."""
+        def enough():
+            self.flush()
+            got = sum(self.stack_counts(pid, tid).values())
+            return got >= n, f"{got} samples"
+        return int(wait_until(enough, f"{n} samples of pid {pid} in the store", timeout, interval=0.5,
+                              diagnosis=lambda: self.diagnosis([pid])).split()[0])
+
+    def wait_collector_restarted(self, old, timeout=20):
+        """Until a collector other than pid old reads the loader's trace ring; returns its pid."""
+        def restarted():
+            new = self.daemon_pid("ebpf-profiler-collector")
+            if not new or new == old:
+                return False, new
+            try:
+                return self.prop("Collector", "LoaderAttached") == "true", new
+            except AssertionError:
+                return False, new  # not on the bus yet
+        return wait_until(restarted, f"a collector other than pid {old} attached to the loader (last seen: its pid)",
+                          timeout, interval=0.3, diagnosis=self.output)
 
     def stack_counts(self, pid, tid=None):
         """{stack id: samples} of pid (and tid) in the store now: a baseline that the samples

@@ -39,7 +39,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import otlp_conformance
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import otlp_conformance  # noqa: E402
+from waiting import wait_until  # noqa: E402
 
 PROFILES_PATH = "/v1development/profiles"
 MAX_BODY = 64 << 20  # OTLP's recommended request limit (after decompression)
@@ -325,22 +327,24 @@ class _ReceiverBase:
             self.tls_errors.clear()
             self.script.clear()
 
-    def wait_for(self, predicate, timeout=10.0, poll=None):
-        """Waits until predicate() (called under no lock) is true; returns its last value."""
-        deadline = time.time() + timeout
-        while True:
-            v = predicate()
-            if v or time.time() >= deadline:
-                return v
+    def wait_for(self, predicate, timeout=10.0, poll=None, what=None):
+        """Waits until predicate() (called under no lock) is true and returns its value; raises
+        AssertionError naming `what` (else the predicate) and its last value at the deadline.
+        Wakes up on every recorded attempt (waiting.wait_until with the condition variable)."""
+        def sleep(seconds):
             with self._cond:
-                self._cond.wait(min(poll or 0.25, max(0.0, deadline - time.time())))
+                self._cond.wait(seconds)
+        return wait_until(predicate, what or f"the receiver: {getattr(predicate, '__name__', predicate)}",
+                          timeout, interval=poll or 0.25, sleep=sleep,
+                          diagnosis=lambda: f"{len(self.requests)} accepted, {len(self.attempts)} attempts: "
+                                            f"{[a.get('answer') for a in self.attempts[-5:]]}")
 
     def wait_for_requests(self, n=1, timeout=10.0):
-        """Waits until at least n requests were accepted; returns whether they were."""
-        return bool(self.wait_for(lambda: len(self.requests) >= n, timeout))
+        """Waits until at least n requests were accepted (AssertionError if not); returns True."""
+        return self.wait_for(lambda: len(self.requests) >= n, timeout, what=f"{n} accepted requests")
 
     def wait_for_attempts(self, n=1, timeout=10.0):
-        return bool(self.wait_for(lambda: len(self.attempts) >= n, timeout))
+        return self.wait_for(lambda: len(self.attempts) >= n, timeout, what=f"{n} attempts")
 
     def flattened(self, pid=None):
         """flatten_request over every accepted request so far, summed; with pid, only that

@@ -11,12 +11,12 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO, WORKLOADS, otlp_endpoint, running_profiler
+from waiting import wait_until
 
 CHAIN = ("gamma_spin", "beta", "alpha")
 WORKLOAD_CFLAGS = ["-O1", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-fno-inline"]
@@ -123,13 +123,12 @@ def test_build_ids_and_elf_addresses_reach_store_and_otlp(profiler, receiver, bi
 
     # The store: the file's build ID as readelf prints it; frames with ELF addresses inside
     # their function (a return address may sit right after a call, still inside its caller).
-    deadline = time.time() + 15
-    while True:
+    def stored():
         file_row, file_id, gnu, go = stored_file(profiler, exe)
         frames = stored_frames(profiler, file_row)
-        if gnu and all(fn in frames for fn in CHAIN) or time.time() > deadline:
-            break
-        time.sleep(0.5)
+        return bool(gnu and all(fn in frames for fn in CHAIN)), (file_id, gnu, go, frames)
+    file_id, gnu, go, frames = wait_until(stored, f"{exe.name}'s build ID and {CHAIN} in the store", 30,
+                                          interval=0.5)
     assert gnu and bytes(gnu).hex() == expect_gnu, (gnu, expect_gnu)
     assert go is None  # a C program has no Go build ID
     for fn in CHAIN:
@@ -141,12 +140,10 @@ def test_build_ids_and_elf_addresses_reach_store_and_otlp(profiler, receiver, bi
                 assert elf_addr != offset  # the two address spaces really differ here
 
     # OTLP: the same IDs on the Mapping, the ELF address on the Location.
-    deadline = time.time() + 15
-    while True:
+    def exported():
         locs = [l for l in exported_locations(receiver, w.pid) if l[2] == str(exe)]
-        if all(any(names and names[0] == fn for names, *_ in locs) for fn in CHAIN) or time.time() > deadline:
-            break
-        time.sleep(0.5)
+        return all(any(names and names[0] == fn for names, *_ in locs) for fn in CHAIN), locs
+    locs = wait_until(exported, f"{CHAIN} of {exe.name} at the OTLP receiver", 30, interval=0.5)
     assert locs, "the receiver got no location of the workload"
     for names, address, _, attrs in locs:
         assert attrs.get("process.executable.build_id.htlhash") == bytes(file_id).hex(), attrs

@@ -437,19 +437,34 @@ def process_file_ids(profiler, pid):
                 if path in paths}
 
 
-def test_second_start_takes_tables_from_the_cache(profiler, namer, cache_dir):
+@pytest.fixture
+def own_cache_dir():
+    """A cache directory of the test's own (the module's profiler keeps the module's)."""
+    need_root()
+    tmp = Path(tempfile.mkdtemp(prefix="ep-native-cache-"))
+    tmp.chmod(0o755)  # traversable by the unprivileged symbolizer
+    yield tmp / "cache"
+    subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+def test_second_start_takes_tables_from_the_cache(namer, own_cache_dir):
     """Restart with the same cache directory: the files seen before are answered from the
     cache and none of them is extracted again (counters and the cache's rows, not time).
     The profiler is system-wide: files it never saw before (another program starting
     meanwhile) are extracted on the second start too; those are told apart by the rows they
     add to the cache."""
-    # First start (the module's profiler): deepchain's files are seen and their tables
-    # extracted; everything asked for is answered before it stops.
-    prof = profile_ours(profiler, namer, "deepchain", seconds=2)
-    assert prof.total > 0
-    profiler.wait_for_tables()
-    assert profiler.prop("Symbolizer", "UnwindCacheMisses") > 0, "the first start extracted nothing"
-    profiler.stop()
+    # First start (a profiler of this test's own, with an empty cache of its own, so that the
+    # module's profiler goes on for the other tests): deepchain's files are seen and their
+    # tables extracted; everything asked for is answered before it stops.
+    cache_dir = own_cache_dir
+    first = Profiler(["--cache-dir", str(cache_dir)])
+    try:
+        prof = profile_ours(first, namer, "deepchain", seconds=2)
+        assert prof.total > 0
+        first.wait_for_tables()
+        assert first.prop("Symbolizer", "UnwindCacheMisses") > 0, "the first start extracted nothing"
+    finally:
+        first.stop()
     seen = cached_file_ids(cache_dir)
     assert seen, "the first start left no table in the cache"
 

@@ -24,6 +24,7 @@ import pytest
 
 from conftest import CLI, REPO, Profiler, need_root, run_workload, stacks_for_pid
 from otlp_receiver import GrpcReceiver, OtlpReceiver, Reply, make_test_certs
+from waiting import wait_until
 
 CHAIN = ("gamma_spin", "beta", "alpha", "main")
 SERVICE_TYPE = "opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest"
@@ -128,17 +129,13 @@ class ExportProfiler(Profiler):
                     "org.ebpfprofiler.Exporter1", "Flush")
 
     def wait_exporter(self, predicate, timeout=15, what="condition"):
-        deadline = time.time() + timeout
-        while True:
+        def check():
             try:
-                if predicate():
-                    return
-            except AssertionError:
-                pass  # the exporter is restarting
-            if time.time() > deadline:
-                raise AssertionError(f"exporter: {what} not reached in {timeout}s; "
-                                     f"{self.exporter_state()}\n{self.output()[-3000:]}")
-            time.sleep(0.2)
+                return predicate()
+            except AssertionError as e:
+                return False, f"the exporter did not answer (restarting?): {str(e).strip()[:200]}"
+        wait_until(check, f"exporter: {what}", timeout,
+                   diagnosis=lambda: f"{self.exporter_state()}\n{self.output()[-3000:]}")
 
     def exporter_state(self):
         out = {}
@@ -183,17 +180,15 @@ def wait_delivered(p, rx, pid, timeout=20):
     (exported, stored), the store's with every name it will get. A name that came after its
     interval was written reaches the store with a later flush, while an export sent later
     (retried) may carry it already."""
-    deadline = time.time() + timeout
-    while True:
+    def same():
         exported, local = rx.flattened(pid), stored(p, pid)
-        if sum(local.values()) and sum(exported.values()) == sum(local.values()):
-            p.settle()
-            return rx.flattened(pid), stored(p, pid)
-        if time.time() > deadline:
-            raise AssertionError(f"pid {pid}: receiver has {sum(exported.values())} samples, the store "
-                                 f"{sum(local.values())}; attempts {[a['answer'] for a in rx.attempts][-20:]}; "
+        return (bool(sum(local.values())) and sum(exported.values()) == sum(local.values()),
+                f"receiver {sum(exported.values())} samples, store {sum(local.values())}")
+    wait_until(same, f"pid {pid}: the receiver's samples equal to the store's", timeout, interval=0.3,
+               diagnosis=lambda: f"attempts {[a['answer'] for a in rx.attempts][-20:]}; "
                                  f"{p.exporter_state()}\n{p.output()[-3000:]}")
-        time.sleep(0.3)
+    p.settle()
+    return rx.flattened(pid), stored(p, pid)
 
 
 def assert_delivered_once(exported, local):
@@ -272,6 +267,21 @@ class Counters:
 
 def attempts_since(rx, t):
     return [a for a in list(rx.attempts) if a["time"] >= t]
+
+
+def wait_moved_on(p, rx, first, timeout=30):
+    """Until the receiver accepted a request other than `first` (an attempt) after it; returns the
+    attempts from `first` on. Delivery sends one request at a time, in order, and retries the head
+    before anything after it: once a later request got through, `first` is settled for good, and
+    a retry of it would be among these attempts. No silence window: the exporter moved on."""
+    def later():
+        p.flush()  # close an interval, so that there is a next request
+        atts = [a for a in list(rx.attempts) if a["time"] >= first["time"]]
+        return (any(a["accepted"] and a["message"] != first["message"] for a in atts),
+                [a["answer"] for a in atts])
+    wait_until(later, "an accepted request after the one under test", timeout, interval=0.3,
+               diagnosis=p.exporter_state)
+    return [a for a in list(rx.attempts) if a["time"] >= first["time"]]
 
 
 def quiesce(p, rx):
@@ -447,13 +457,15 @@ def test_permanent_failure_is_not_retried(setup):
     proto, p, rx = setup
     c = Counters(p)
     t0 = rx.set_script([PERMANENT[proto]])
-    assert rx.wait_for(lambda: any(not a["accepted"] for a in attempts_since(rx, t0)), timeout=10)
+    rx.wait_for(lambda: any(not a["accepted"] for a in attempts_since(rx, t0)), timeout=10,
+                what="the scripted refusal")
+    rejected = next(a for a in attempts_since(rx, t0) if not a["accepted"])
+    # Settled: counted as refused for good (and removed from the spool in the same step) ...
     p.wait_exporter(lambda: c.delta("RequestsFailed") >= 1, what="RequestsFailed counted")
-    time.sleep(2.5)  # a retry would come within the first back-off (≤ 1 s)
-    atts = attempts_since(rx, t0)
-    rejected = next(a for a in atts if not a["accepted"])
+    # ... and delivery went on with the next request, which a retry would have come before.
+    atts = wait_moved_on(p, rx, rejected)
     assert [a["message"] for a in atts].count(rejected["message"]) == 1, "the refused request was sent again"
-    assert c.delta("RequestsRetried") == 0, p.exporter_state()
+    assert c.delta("RequestsRetried") == 0 and c.delta("RequestsFailed") == 1, p.exporter_state()
     assert p.exp("LastError"), p.exporter_state()
     assert t0 - 1 <= p.exp("LastErrorNs") / 1e9 <= time.time(), p.exporter_state()
     assert any(a["accepted"] for a in atts), "delivery stopped after the refused request"
@@ -473,11 +485,11 @@ def test_grpc_resource_exhausted_is_retried_only_with_retry_info(setup):
     c = Counters(p)
     t1 = rx.set_script([Reply.grpc("RESOURCE_EXHAUSTED")])
     p.wait_exporter(lambda: c.delta("RequestsFailed") >= 1, what="RESOURCE_EXHAUSTED without RetryInfo failed")
-    time.sleep(2.5)
-    atts = attempts_since(rx, t1)
-    assert atts[0]["answer"] == "RESOURCE_EXHAUSTED"
-    assert [a["message"] for a in atts].count(atts[0]["message"]) == 1, "retried without RetryInfo"
-    assert c.delta("RequestsRetried") == 0
+    first = rx.wait_for(lambda: attempts_since(rx, t1), what="the scripted attempt recorded")[0]
+    assert first["answer"] == "RESOURCE_EXHAUSTED"
+    atts = wait_moved_on(p, rx, first)
+    assert [a["message"] for a in atts].count(first["message"]) == 1, "retried without RetryInfo"
+    assert c.delta("RequestsRetried") == 0 and c.delta("RequestsFailed") == 1, p.exporter_state()
 
 
 def test_partial_success_is_counted_and_not_retried(setup):
@@ -485,10 +497,10 @@ def test_partial_success_is_counted_and_not_retried(setup):
     c = Counters(p)
     t0 = rx.set_script([Reply(partial=(1, "one profile rejected by the test"))])
     p.wait_exporter(lambda: c.delta("PartialSuccessRejected") >= 1, what="PartialSuccessRejected counted")
-    time.sleep(2.5)
-    atts = attempts_since(rx, t0)
-    assert atts and atts[0]["accepted"]
-    assert [a["message"] for a in atts].count(atts[0]["message"]) == 1, "a partial success was sent again"
+    first = rx.wait_for(lambda: attempts_since(rx, t0), what="the scripted attempt recorded")[0]
+    assert first["accepted"], first["answer"]
+    atts = wait_moved_on(p, rx, first)
+    assert [a["message"] for a in atts].count(first["message"]) == 1, "a partial success was sent again"
     assert c.delta("RequestsRetried") == 0 and c.delta("RequestsFailed") == 0, p.exporter_state()
 
 
@@ -563,16 +575,15 @@ def test_spool_stays_within_its_bound():
     try:
         workloads = [run_workload("fpchain", 30), run_workload("syscalls", 30)]
         biggest = 0
-        deadline = time.time() + 40
-        while time.time() < deadline:
+
+        def full():  # the bound holds at every look, until the spool had to drop
+            nonlocal biggest
             used = p.exp("SpoolBytes")
             on_disk = sum(f.stat().st_size for f in p.spool_dir.glob("*") if f.is_file())
             biggest = max(biggest, used, on_disk)
             assert used <= limit and on_disk <= limit, f"spool {used} (disk {on_disk}) over {limit}"
-            if p.exp("SpoolDropped") > 0:
-                break
-            time.sleep(0.2)
-        assert p.exp("SpoolDropped") > 0, p.exporter_state()
+            return p.exp("SpoolDropped") > 0, f"SpoolBytes {used}, on disk {on_disk}"
+        wait_until(full, "the spool to drop a request at its bound", 40, diagnosis=p.exporter_state)
         assert biggest > limit // 2, f"the spool never filled: {biggest} bytes"
         assert 0 < p.exp("SpoolBytes") <= limit and p.exp("SpoolFiles") > 0
     finally:

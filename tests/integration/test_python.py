@@ -157,7 +157,9 @@ def session(scripts):
         baseline = {p.pid: profiler.stack_counts(p.pid) for p in procs}
         baseline.update({(threads[name].pid, tid): profiler.stack_counts(threads[name].pid, tid)
                          for name in threads for tid in tids[name].values()})
-        time.sleep(SECONDS * 2)  # 27 busy processes on 2 CPUs: each gets a few dozen samples
+        # Paces the workloads (sampled while they run): 27 busy processes on 2 CPUs get a few
+        # dozen samples each.
+        time.sleep(SECONDS * 2)
         profiler.settle(pids)
         yield {"profiler": profiler, "before": before, "after": after, "threads": threads, "tids": tids,
                "baseline": baseline}

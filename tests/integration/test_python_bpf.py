@@ -97,7 +97,7 @@ def test_python_frames(profiler, tmp_path):
         profiler.wait_for_tables([p.pid for _, p in procs])
         profiler.flush()
         baseline = {p.pid: profiler.stack_counts(p.pid) for _, p in procs}
-        time.sleep(SECONDS)
+        time.sleep(SECONDS)  # paces the workloads: they are sampled while they run
     finally:
         for _, p in procs:
             p.kill()
@@ -151,9 +151,10 @@ def test_open_process_memory(profiler):
     """Loader1.OpenProcessMemory: the runtime the loader found, and NoSuchFile for no process."""
     py = interpreters()[-1]
     minor = int(py.name.split(".")[1])
-    p = subprocess.Popen([str(py), "-c", "import time; time.sleep(30)"])
+    p = subprocess.Popen([str(py), "-c", "import time; print('ready', flush=True); time.sleep(30)"],
+                         stdout=subprocess.PIPE)
     try:
-        time.sleep(0.5)
+        assert read_lines(p, 1) == ["ready"]  # the interpreter is up: its runtime is mapped
         out = profiler.busctl("call", "org.ebpfprofiler.Loader1", "/org/ebpfprofiler/Loader1",
                               "org.ebpfprofiler.Loader1", "OpenProcessMemory", "u", p.pid)
         assert out.split()[0] == "hsu" and out.split()[2:] == ['"cpython"', str(3 << 8 | minor)], out

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli, frame_ids, stacks_query
+from waiting import wait_until
 
 UNMAPPED = 3
 NODE = os.environ.get("EP_TEST_NODE", "/usr/bin/node")
@@ -74,9 +75,20 @@ def start_runtime(argv):
     loader opens its map through /proc/PID/root, so a process that is gone cannot be named."""
     # In a scratch directory: node --perf-basic-prof also writes isolate-*.log files to its cwd.
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=os.path.dirname(argv[-1]))
-    time.sleep(SECONDS)
-    assert p.poll() is None, f"{argv[0]} exited early with {p.returncode}"
-    assert Path(f"/tmp/perf-{p.pid}.map").exists(), f"{argv[0]} wrote no perf map"
+
+    def mapped():
+        if p.poll() is not None:
+            raise AssertionError(f"{argv[0]} exited early with {p.returncode}")
+        return Path(f"/tmp/perf-{p.pid}.map").exists(), "no perf map yet"
+    try:
+        wait_until(mapped, f"{argv[0]} (pid {p.pid}) to write /tmp/perf-{p.pid}.map", 60)
+        time.sleep(SECONDS)  # paces the workload: it is sampled while it runs
+        assert p.poll() is None, f"{argv[0]} exited early with {p.returncode}"
+    except BaseException:
+        p.kill()
+        p.wait()
+        remove_perf_map(p.pid)
+        raise
     return p
 
 
@@ -100,28 +112,27 @@ def jit_samples(con, pid, pattern):
     return total, hit, seen
 
 
-def wait_named(profiler, pid, pattern, min_fraction):
-    """Flushes until the samples of pid show pattern (late symbols arrive as UPDATEs with the
-    next interval written); returns (total, hit, names)."""
-    deadline = time.time() + 30
-    result = (0, 0, set())
-    while time.time() < deadline:
+def wait_named(profiler, pid, pattern, min_fraction, min_samples):
+    """Flushes until at least min_samples samples of pid are stored and min_fraction of them show
+    pattern (late symbols arrive as UPDATEs with the next interval written; the runtime keeps
+    running meanwhile, so a loaded machine only makes this take longer); returns (total, hit,
+    names)."""
+    def named():
         profiler.flush()
-        time.sleep(1.0)
         with profiler.db() as con:
-            result = jit_samples(con, pid, pattern)
-        total, hit, _ = result
-        if total > 0 and hit >= min_fraction * total:
-            break
-    return result
+            total, hit, names = jit_samples(con, pid, pattern)
+        return (total >= min_samples and hit >= min_fraction * total,
+                (total, hit, names))
+    return wait_until(named, f"{min_samples} samples of pid {pid}, {min_fraction:.0%} with a frame named like "
+                             f"{pattern!r}", 60, interval=1.0,
+                      diagnosis=lambda: f"Symbolizer LastError: {profiler.prop('Symbolizer', 'LastError')}")
 
 
 def check_runtime(profiler, argv, pattern, label):
     p = start_runtime(argv)
     pid = p.pid
     try:
-        total, hit, names = wait_named(profiler, pid, pattern, 0.5)
-        # 99 Hz for SECONDS; a loaded 2-CPU machine gives fewer, the names are the point.
+        total, hit, names = wait_named(profiler, pid, pattern, 0.5, 50)
         assert total >= 50, f"{label}: only {total} samples of pid {pid}"
         assert hit >= 0.5 * total, (
             f"{label}: {hit}/{total} samples carry a frame named like {pattern!r}; "

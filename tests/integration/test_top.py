@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import WORKLOADS, cli, run_workload
+from waiting import wait_until
 
 SECONDS = 5
 A_FUNCS = {"gamma_spin", "beta", "alpha"}
@@ -47,12 +48,13 @@ class FakeContainer:
                                  str(WORKLOADS / name), str(seconds)])
 
     def remove(self):
-        for _ in range(50):
+        def removed():  # the cgroup empties once its processes are reaped
             try:
                 self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.1)
+                return True, None
+            except OSError as e:
+                return False, str(e)
+        wait_until(removed, f"the fake container cgroup {self.path} removed", 5, interval=0.1)
 
 
 def make_containers():
@@ -269,7 +271,9 @@ def test_container_full_id_prefix_and_ambiguous_prefix(profiler, run):
 def test_live_prints_one_snapshot_per_refresh_when_piped(profiler):
     w = run_workload("fpchain", 6)
     try:
-        time.sleep(3)  # at least one 2 s interval of it is in the store
+        # Some of it is in the store, named: both snapshots of the 30 s window show it.
+        profiler.wait_samples(w.pid, 1)
+        profiler.settle([w.pid])
         start = time.monotonic()
         out = top(profiler, "--live", "--iterations", "2", "--refresh", "1", "--window", "30s",
                   "--pid", w.pid).stdout
