@@ -193,22 +193,36 @@ def wait_delivered(p, rx, pid, timeout=20):
 
 def assert_delivered_once(exported, local):
     """Every stored sample of the process is in the export exactly once: the same stacks with
-    the same counts. A frame that was still unnamed when its interval was exported ("") stands
-    for whatever the store named it later (one or more names, with inline frames); an OTLP
-    request cannot be amended the way the store's rows are."""
+    the same counts. A frame still unnamed on one side ("") stands for whatever the other side
+    named it (one or more names, with inline frames): the store names a frame when its name
+    arrives, an OTLP request carries the names known when it was encoded (a retried one may
+    know more than the store's first write, a first one less)."""
+    def key(names):
+        return "".join(n + "\x1f" for n in names)
+
     def pattern(names):
         return re.compile("".join("(?:[^\x1f]*\x1f)+?" if not n else re.escape(n) + "\x1f" for n in names))
 
-    left = {"".join(n + "\x1f" for n in names): c for names, c in local.items()}
-    unmatched = {}
-    for names, c in sorted(exported.items(), key=lambda kv: "" in kv[0]):  # exact names first
-        rx = pattern(names)
-        for key in [k for k in left if rx.fullmatch(k)]:
-            take = min(c, left[key])
-            c, left[key] = c - take, left[key] - take
-        if c:
-            unmatched[names] = c
-    missing = {tuple(k.split("\x1f")[:-1]): c for k, c in left.items() if c}
+    def take(sources, targets):
+        """Matches each source stack's count against the targets it stands for (exact names
+        first); returns what no target took."""
+        left = {}
+        for names, c in sorted(sources.items(), key=lambda kv: "" in kv[0]):
+            rx = pattern(names)
+            for k in [k for k, n in targets.items() if n and rx.fullmatch(k)]:
+                t = min(c, targets[k])
+                c, targets[k] = c - t, targets[k] - t
+            if c:
+                left[names] = c
+        return left
+
+    stored = {key(names): c for names, c in local.items()}
+    unmatched = take(exported, stored)
+    missing = {tuple(k.split("\x1f")[:-1]): c for k, c in stored.items() if c}
+    # What the store has left unnamed, against what the export has left.
+    rest = {key(names): c for names, c in unmatched.items()}
+    missing = take(missing, rest)
+    unmatched = {tuple(k.split("\x1f")[:-1]): c for k, c in rest.items() if c}
     assert not unmatched and not missing, (
         f"exported but not stored (or twice): {unmatched}; stored but not exported: {missing}")
 
