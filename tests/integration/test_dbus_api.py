@@ -291,6 +291,10 @@ TABLE_STATES = {"idle", "queued", "asking", "publishing", "loaded", "frame-point
 def test_list_tables_shows_each_file_of_a_process(profiler):
     w = busy(20)
     try:
+        # Past the dynamic loader: the C library is mapped (a process caught earlier has only
+        # ld.so and its executable).
+        wait_until(lambda: any(Path(r[0]).name == "libc.so.6" for r in profiler.tables(w.pid) or []),
+                   f"libc.so.6 among the files of pid {w.pid}", 60)
         profiler.wait_for_tables([w.pid], timeout=60)
         rows = profiler.tables(w.pid)
         by_name = {Path(path).name: (state, age, waited, size, attempts)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, WORKLOADS, cli, frame_ids, run_workload, running_profiler, stacks_query
+from conftest import KERNEL, REPO, WORKLOADS, cli, frame_ids, run_workload, running_profiler, stacks_query
 
 SOURCE = REPO / "tests" / "workloads" / "inlinechain.c"
 CHAIN = ["ic_inner", "ic_middle", "ic_outer", "ic_spin"]
@@ -65,20 +65,23 @@ def profile(profiler, name, seconds=4):
 
 def leaf_samples(con, pid):
     """[(frame_id, elf_addr, path, [(function, file, line) innermost first], samples)] for the
-    leaf frame of every stack of pid, and the per-stack list of all function names."""
+    innermost user frame of every stack of pid (kernel frames above it, an interrupt taken on
+    the way back to user mode say, are not the program's; a stack without user frames keeps its
+    kernel leaf), and the per-stack list of all function names."""
     lines = {}
     for frame, function, source_file, line in con.execute(
             "SELECT frame, function, source_file, line FROM frame_lines ORDER BY frame, depth"):
         lines.setdefault(frame, []).append((function, source_file, line))
-    info = {fid: (elf_addr, path) for fid, elf_addr, path in con.execute(
-        "SELECT f.id, f.elf_addr, fi.path FROM frames f LEFT JOIN files fi ON fi.id = f.file")}
+    info = {fid: (elf_addr, path, kind) for fid, elf_addr, path, kind in con.execute(
+        "SELECT f.id, f.elf_addr, fi.path, f.kind FROM frames f LEFT JOIN files fi ON fi.id = f.file")}
     leaves, stacks = [], []
     for _, blob, count in con.execute(*stacks_query(pid)):
         fids = frame_ids(blob)
         if not fids:
             continue
-        elf_addr, path = info.get(fids[0], (None, None))
-        leaves.append((fids[0], elf_addr, path, lines.get(fids[0], []), count))
+        leaf = next((f for f in fids if info.get(f, (None, None, None))[2] != KERNEL), fids[0])
+        elf_addr, path, _ = info.get(leaf, (None, None, None))
+        leaves.append((leaf, elf_addr, path, lines.get(leaf, []), count))
         stacks.append(([fn for f in fids for fn, _, _ in lines.get(f, [])], count))
     return leaves, stacks
 
