@@ -166,6 +166,20 @@ static void cleanup_children(void) {
 
 /* ---- the private bus ---- */
 
+/* One attempt to connect ctx.bus to the private dbus-daemon; ctx.bus stays NULL on failure. */
+static int bus_connect(void) {
+        sd_bus *bus = NULL;
+        int r;
+
+        if ((r = sd_bus_new(&bus)) < 0 || (r = sd_bus_set_address(bus, ctx.bus_address)) < 0 ||
+            (r = sd_bus_set_bus_client(bus, true)) < 0 || (r = sd_bus_start(bus)) < 0) {
+                sd_bus_unref(bus);
+                return r;
+        }
+        ctx.bus = bus;
+        return 0;
+}
+
 static void start_bus(void) {
         char config[128], socket_path[96];
         FILE *f;
@@ -194,13 +208,10 @@ static void start_bus(void) {
                 execl("/usr/bin/dbus-daemon", "dbus-daemon", arg, "--nofork", "--nopidfile", (char *) NULL);
                 _exit(127);
         }
-        ASSERT_EVENTUALLY(access(socket_path, F_OK) == 0, 30, "no %s from dbus-daemon (pid %d): %m", socket_path,
-                          (int) ctx.dbus_pid);
-
-        ASSERT_OK(sd_bus_new(&ctx.bus));
-        ASSERT_OK(sd_bus_set_address(ctx.bus, ctx.bus_address));
-        ASSERT_OK(sd_bus_set_bus_client(ctx.bus, true));
-        ASSERT_OK(sd_bus_start(ctx.bus));
+        /* The socket file exists from bind(), before dbus-daemon listens: wait for a connection. */
+        int r = 0;
+        ASSERT_EVENTUALLY((r = bus_connect()) >= 0, 30, "cannot connect to dbus-daemon (pid %d) at %s: %s",
+                          (int) ctx.dbus_pid, socket_path, strerror(-r));
         ASSERT_OK(sd_bus_attach_event(ctx.bus, ctx.event, 0));
 }
 
