@@ -42,12 +42,12 @@ meson test -C build-sanitize --no-rebuild --suite unit --print-errorlogs
 phase "end to end"
 # One line per failure (its assertion message), so that every failure of a run is in view in a
 # CI log; `pytest --tb=long tests/integration/test_x.py` shows the rest.
-/usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --junitxml="$results/e2e.xml" tests/integration
+/usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --durations=25 --junitxml="$results/e2e.xml" tests/integration
 pytest_rc=$?
 
 phase system
 # The Debian package: built, linted, then installed and run under systemd in a booted container.
-/usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --junitxml="$results/system.xml" tests/system
+/usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --durations=25 --junitxml="$results/system.xml" tests/system
 system_rc=$?
 
 phase
