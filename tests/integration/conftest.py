@@ -84,6 +84,11 @@ class Profiler:
         self.runtime = tmp / "run"
         self.log = open(tmp / "run.log", "w+")
         self.env = dict(os.environ, EBPF_PROFILER_RUNTIME_DIR=str(self.runtime))
+        # A cache of its own unless the test names one: what a test's profiler learns (or
+        # wrongly learns) stays with it, never reaches the host's /var/cache/ebpf-profiler or
+        # another test, and profilers running at once do not share files.
+        if "--cache-dir" not in extra_args:
+            extra_args = ["--cache-dir", str(tmp / "cache"), *extra_args]
         self.proc = subprocess.Popen(
             [str(CLI), "run", "--private-bus", "--store", str(self.store), "--interval", "2s",
              "--frequency", "99", *extra_args],
@@ -323,6 +328,20 @@ def run_workload(name, seconds, *args):
     return subprocess.Popen([str(WORKLOADS / name), str(seconds), *map(str, args)])
 
 
+def profile_until(profiler, name, n, *args, timeout=120):
+    """Runs workload `name` until the store holds n of its samples, stops it, settles the
+    profiler and returns its pid. The workload's own duration is only a backstop: a busy
+    machine takes longer to give n samples, never gives fewer."""
+    w = run_workload(name, timeout + 60, *args)
+    try:
+        profiler.wait_samples(w.pid, n, timeout=timeout)
+    finally:
+        w.kill()
+        w.wait()
+    profiler.settle()
+    return w.pid
+
+
 def stacks_for_pid(con, pid):
     """[(frames, samples)] for one process from the store, one entry per distinct stack. Frames
     are leaf first, each a (kind, function) pair; inline lines expand innermost first; an
@@ -395,9 +414,30 @@ def otlp_requests_conform():
     assert not new, f"{len(new)} OTLP conformance violations:\n" + "\n".join(new[:20])
 
 
+# Under pytest-xdist (scripts/test.sh runs two workers) each worker checks the requests its
+# receivers decode; the workers hand their counts to the controller, which prints the sum.
+CONFORMANCE_TOTAL = {"checked": 0, "violations": 0}
+
+
+def pytest_sessionfinish(session):
+    receiver = sys.modules.get("otlp_receiver")
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if receiver and workeroutput is not None:
+        workeroutput["otlp_conformance"] = (receiver.CONFORMANCE["checked"],
+                                            len(receiver.CONFORMANCE["violations"]))
+
+
+def pytest_testnodedown(node, error):
+    checked, violations = getattr(node, "workeroutput", {}).get("otlp_conformance", (0, 0))
+    CONFORMANCE_TOTAL["checked"] += checked
+    CONFORMANCE_TOTAL["violations"] += violations
+
+
 def pytest_terminal_summary(terminalreporter):
     receiver = sys.modules.get("otlp_receiver")
+    checked, violations = CONFORMANCE_TOTAL["checked"], CONFORMANCE_TOTAL["violations"]
     if receiver:
-        c = receiver.CONFORMANCE
-        terminalreporter.write_line(f"OTLP conformance: {c['checked']} requests checked, "
-                                    f"{len(c['violations'])} violations")
+        checked += receiver.CONFORMANCE["checked"]
+        violations += len(receiver.CONFORMANCE["violations"])
+    if receiver or checked:
+        terminalreporter.write_line(f"OTLP conformance: {checked} requests checked, {violations} violations")

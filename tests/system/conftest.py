@@ -54,6 +54,11 @@ class DebBuild:
                 f"--- stdout ---\n{self.stdout[-3000:]}\n--- stderr ---\n{self.stderr[-6000:]}")
 
 
+def pytest_configure(config):
+    # Known without pytest-xdist too (scripts/test.sh runs these files in two workers).
+    config.addinivalue_line("markers", "xdist_group(name): run in the same pytest-xdist worker")
+
+
 @pytest.fixture(scope="session")
 def deb_build(tmp_path_factory):
     if not shutil.which("dpkg-buildpackage") or not shutil.which("dh"):

@@ -12,6 +12,10 @@ import pytest
 
 import nspawn
 
+# The package is built once per session (conftest.deb_build): under pytest-xdist the files that
+# use it run in one worker, so it is not built twice.
+pytestmark = pytest.mark.xdist_group("deb")
+
 HERE = pathlib.Path(__file__).resolve().parent
 UNITS = ["ebpf-profiler-loader", "ebpf-profiler-symbolizer", "ebpf-profiler-collector",
          "ebpf-profiler-exporter"]

@@ -13,6 +13,10 @@ import tempfile
 
 import pytest
 
+# The package is built once per session (conftest.deb_build): under pytest-xdist the files that
+# use it run in one worker, so it is not built twice.
+pytestmark = pytest.mark.xdist_group("deb")
+
 LIBEXEC = "usr/libexec/ebpf-profiler"
 DAEMONS = ["ebpf-profiler-loader", "ebpf-profiler-symbolizer", "ebpf-profiler-collector",
            "ebpf-profiler-exporter"]
