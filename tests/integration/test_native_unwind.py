@@ -45,6 +45,7 @@ from shutil import which
 import pytest
 
 from conftest import BUILD, NATIVE, REPO, WORKLOADS, Profiler, need_root, running_profiler, samples_with_frames
+from waiting import wait_until
 
 sys.path.insert(0, str(REPO / "tests" / "replay"))
 from expected_frames import (CHAINS, CXXSORT_TAIL, SPAWN_CHILD, THREAD_ROOT,  # noqa: E402
@@ -53,8 +54,9 @@ from expected_frames import (CHAINS, CXXSORT_TAIL, SPAWN_CHILD, THREAD_ROOT,  # 
 REPLAY = BUILD / "tests" / "replay" / "ep-replay"
 CLANG_INPUT = REPO / "tests" / "workloads" / "clang-input.cpp"
 
-SECONDS = 5          # how long each workload runs (at 99 Hz: ~500 samples of one CPU)
-MIN_SAMPLES = 100    # fewer and 99 % would mean nothing (2 shared cores: ~300-500 in 5 s)
+SAMPLES = 400        # a workload that runs until it is stopped runs until the store holds this
+                     # many of its samples (~4 s of one CPU at 99 Hz; longer on a busy machine)
+MIN_SAMPLES = 100    # fewer and 99 % would mean nothing
 COMPLETE = 0.99      # share of samples that must be complete
 BIG_FILE_MB = 200
 
@@ -230,23 +232,24 @@ DEBIAN = {
 
 
 def debian_command(name, data):
-    """(argv, stop_after_seconds or None, stdout file or None)."""
+    """(argv, stopped): stopped programs run until the store holds SAMPLES of theirs
+    (run_sampled), the others do a fixed job to its end."""
     big = str(data / "big.txt")
     if name == "gzip":
-        return ["gzip", "-9", "-c", big], SECONDS, None
+        return ["gzip", "-9", "-c", big], True
     if name == "xz":
-        return ["xz", "-9", "-c", big], SECONDS, None
+        return ["xz", "-9", "-c", big], True
     if name == "sha256sum":
-        return ["sha256sum"] + [big] * 8, None, None  # ~0.6 s per pass here
+        return ["sha256sum"] + [big] * 8, False  # ~0.6 s per pass here
     if name == "openssl":
-        return ["openssl", "speed", "-seconds", str(SECONDS - 1), "-bytes", "16384", "sha256"], None, None
+        return ["openssl", "speed", "-seconds", "600", "-bytes", "16384", "sha256"], True
     if name == "sqlite3":
         return ["sqlite3", str(data / "test.db"),
                 "SELECT count(*) FROM t t1, t t2 WHERE t1.a <= 1000 "
-                "AND (t1.b + t2.b) % 1000 = 7 AND t2.c LIKE '%-1%';"], SECONDS, None
+                "AND (t1.b + t2.b) % 1000 = 7 AND t2.c LIKE '%-1%';"], True
     if name == "clang++":
         return ["clang++", "-O2", "-std=c++17", "-c", str(CLANG_INPUT), "-o",
-                str(data / "clang-input.o")], SECONDS, None
+                str(data / "clang-input.o")], True
     raise KeyError(name)
 
 
@@ -282,6 +285,26 @@ def run_for(argv, stop_after=None, timeout=120, stdout=subprocess.DEVNULL):
             p.wait()
             raise
         p.send_signal(signal.SIGKILL)
+        p.wait()
+    return p
+
+
+def run_sampled(profiler, argv, n=SAMPLES, timeout=300):
+    """Runs argv until the store holds n of its samples, then SIGKILLs it (or until it ends by
+    itself); returns the Popen. A busy machine takes longer, never gives fewer samples."""
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def enough():
+            if p.poll() is not None:
+                return True, f"exited {p.returncode}"
+            profiler.flush()
+            got = sum(profiler.stack_counts(p.pid).values())
+            return got >= n, f"{got} samples"
+        wait_until(enough, f"{n} samples of {Path(argv[0]).name} (pid {p.pid}) in the store", timeout,
+                   interval=0.5, diagnosis=lambda: profiler.diagnosis([p.pid]))
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
         p.wait()
     return p
 
@@ -332,10 +355,11 @@ def collect(profiler, pids, namer):
         return Profile(con, pids, namer)
 
 
-def profile_ours(profiler, namer, name, seconds=SECONDS):
-    w = subprocess.Popen([str(WORKLOADS / name), str(seconds)], stdout=subprocess.DEVNULL)
-    w.wait(timeout=seconds + 60)
-    assert w.returncode == 0, f"{name} exited {w.returncode}"
+def profile_ours(profiler, namer, name):
+    """Runs our workload until the store holds SAMPLES of it (its own duration, 600 s, is only
+    a backstop) and collects them."""
+    w = run_sampled(profiler, [str(WORKLOADS / name), "600"])
+    assert w.returncode == -signal.SIGKILL, f"{name} exited {w.returncode} before it was stopped"
     return collect(profiler, [w.pid], namer)
 
 
@@ -374,15 +398,35 @@ def test_spawned_children_have_the_exact_chain(profiler, namer):
     """posix_spawn and vfork + exec: short-lived processes (0.5 s each) must be unwound from
     their first samples on."""
     out = Path(tempfile.mkstemp(prefix="ep-spawn-")[1])
-    try:
-        with open(out, "w") as f:
-            w = subprocess.Popen([str(WORKLOADS / "spawn"), str(SECONDS), "0.5"], stdout=f)
-            w.wait(timeout=SECONDS + 60)
-        assert w.returncode == 0
-        children = {}
+
+    def spawned():
+        """{pid: how} of the children the parent has reported so far."""
+        found = {}
         for line in out.read_text().splitlines():
             _, pid, how = line.split()
-            children[int(pid)] = how
+            found[int(pid)] = how
+        return found
+
+    try:
+        # The parent spawns children until the store holds SAMPLES of theirs, of both kinds
+        # (its 600 s are only a backstop); a busy machine takes more children, not fewer samples.
+        with open(out, "w") as f:
+            w = subprocess.Popen([str(WORKLOADS / "spawn"), "600", "0.5"], stdout=f)
+        try:
+            def enough():
+                if w.poll() is not None:
+                    raise AssertionError(f"spawn exited {w.returncode} before it was stopped")
+                kids = spawned()
+                profiler.flush()
+                got = sum(sum(profiler.stack_counts(pid).values()) for pid in kids)
+                return (got >= SAMPLES and {"posix_spawn", "vfork"} <= set(kids.values()),
+                        f"{len(kids)} children, {got} samples")
+            wait_until(enough, f"{SAMPLES} samples of spawned children of both kinds", 300, interval=0.5,
+                       diagnosis=lambda: profiler.diagnosis(list(spawned())))
+        finally:
+            w.kill()
+            w.wait()
+        children = spawned()
     finally:
         out.unlink()
     assert {"posix_spawn", "vfork"} <= set(children.values()), children
@@ -400,12 +444,12 @@ def test_spawned_children_have_the_exact_chain(profiler, namer):
 
 @pytest.mark.parametrize("name", sorted(DEBIAN))
 def test_debian_program_reaches_the_root_with_the_expected_leaf(profiler, namer, data, name):
-    argv, stop_after, _ = debian_command(name, data)
+    argv, stopped = debian_command(name, data)
     if not which(argv[0]):
         pytest.skip(f"{argv[0]} is not installed")
     warm_up(profiler, argv)
-    p = run_for(argv, stop_after)
-    if stop_after is None:
+    p = run_sampled(profiler, argv) if stopped else run_for(argv)
+    if not stopped:
         assert p.returncode == 0, f"{argv} exited {p.returncode}"
     prof = collect(profiler, [p.pid], namer)
     assert prof.total >= MIN_SAMPLES, f"only {prof.total} samples of {name}"
@@ -459,7 +503,7 @@ def test_second_start_takes_tables_from_the_cache(namer, own_cache_dir):
     cache_dir = own_cache_dir
     first = Profiler(["--cache-dir", str(cache_dir)])
     try:
-        prof = profile_ours(first, namer, "deepchain", seconds=2)
+        prof = profile_ours(first, namer, "deepchain")
         assert prof.total > 0
         first.wait_for_tables()
         assert first.prop("Symbolizer", "UnwindCacheMisses") > 0, "the first start extracted nothing"
@@ -470,8 +514,7 @@ def test_second_start_takes_tables_from_the_cache(namer, own_cache_dir):
 
     second = Profiler(["--cache-dir", str(cache_dir)])
     try:
-        w = subprocess.Popen([str(WORKLOADS / "deepchain"), "2"], stdout=subprocess.DEVNULL)
-        w.wait(timeout=60)
+        w = run_sampled(second, [str(WORKLOADS / "deepchain"), "600"], n=MIN_SAMPLES)
         prof = collect(second, [w.pid], namer)
         second.wait_for_tables()
         hits = second.prop("Symbolizer", "UnwindCacheHits")

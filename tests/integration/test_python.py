@@ -12,16 +12,19 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import cli, decode_otlp, frame_ids, read_lines, running_profiler, stacks_query
+from waiting import wait_until
 
 ABORT = 4
 CPYTHON = 5
-SECONDS = 6
+# Samples past the baseline each process (and each thread of threads.py) must have before the
+# checks: the floors the checks assert, with room for the shares to mean something.
+STEADY_SAMPLES = 30
+STEADY_THREAD_SAMPLES = 15
 
 
 def interpreters():
@@ -157,9 +160,21 @@ def session(scripts):
         baseline = {p.pid: profiler.stack_counts(p.pid) for p in procs}
         baseline.update({(threads[name].pid, tid): profiler.stack_counts(threads[name].pid, tid)
                          for name in threads for tid in tids[name].values()})
-        # Paces the workloads (sampled while they run): 27 busy processes on 2 CPUs get a few
-        # dozen samples each.
-        time.sleep(SECONDS * 2)
+        # The steady state the checks judge: every process and thread sampled enough past its
+        # baseline. Some 27 busy processes share 2 CPUs (more on a busy machine), so this
+        # takes as long as it takes.
+        def steady_enough():
+            profiler.flush()
+            short = []
+            for key, base in baseline.items():
+                pid, tid = key if isinstance(key, tuple) else (key, None)
+                need = STEADY_THREAD_SAMPLES if tid is not None else STEADY_SAMPLES
+                got = sum(profiler.stack_counts(pid, tid).values()) - sum(base.values())
+                if got < need:
+                    short.append(f"{key}: {got}/{need}")
+            return not short, f"{len(short)} short of samples: {', '.join(short[:8])}"
+        wait_until(steady_enough, "enough samples of every Python process and thread past its baseline",
+                   300, interval=1.0, diagnosis=lambda: profiler.diagnosis(pids))
         profiler.settle(pids)
         yield {"profiler": profiler, "before": before, "after": after, "threads": threads, "tids": tids,
                "baseline": baseline}

@@ -17,16 +17,16 @@ are the samples taken once every table the processes map is loaded. Samples whos
 frames are other code are left out (at most 10 % of them); samples with no Python frame at all
 are not."""
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import frame_ids, read_lines, running_profiler, stacks_query
+from waiting import wait_until
 
 CPYTHON = 5
-SECONDS = 6
-MIN_SAMPLES = 15
+STEADY_SAMPLES = 40  # each chain runs until the store holds this many past its baseline
+MIN_SAMPLES = 15     # of those, in the chain's own code
 SHARE = 0.9  # of a process's samples with the whole chain
 
 SCRIPT = r'''
@@ -97,7 +97,17 @@ def test_python_frames(profiler, tmp_path):
         profiler.wait_for_tables([p.pid for _, p in procs])
         profiler.flush()
         baseline = {p.pid: profiler.stack_counts(p.pid) for _, p in procs}
-        time.sleep(SECONDS)  # paces the workloads: they are sampled while they run
+
+        # Sampled while they run, until each has STEADY_SAMPLES past its baseline: as long as
+        # that takes on a busy machine.
+        def steady_enough():
+            profiler.flush()
+            short = [f"{py.name}: {got}" for py, p in procs
+                     for got in [sum(profiler.stack_counts(p.pid).values()) - sum(baseline[p.pid].values())]
+                     if got < STEADY_SAMPLES]
+            return not short, f"short of {STEADY_SAMPLES} samples: {', '.join(short)}"
+        wait_until(steady_enough, "samples of every chain past its baseline", 300, interval=1.0,
+                   diagnosis=lambda: profiler.diagnosis([p.pid for _, p in procs]))
     finally:
         for _, p in procs:
             p.kill()

@@ -22,9 +22,9 @@ from waiting import wait_until
 
 GOSPIN = WORKLOADS / "gospin"
 SOURCE = REPO / "tests" / "workloads" / "go" / "gospin.go"
-SECONDS = 5
+SAMPLES = 400       # the program runs until the store holds this many of its samples
 CHAIN = ["main.work", "main.spin", "main.main", "runtime.main"]
-MIN_SAMPLES = 50    # at 99 Hz for 5 s: ~500 on an idle CPU, far fewer on a loaded machine
+MIN_SAMPLES = 50    # of the samples named, enough for the shares to mean something
 COMPLETE = 0.95     # share of the main goroutine's samples that must carry the whole chain
 
 
@@ -56,10 +56,15 @@ def profiler():
 
 @pytest.fixture(scope="module")
 def gospin(profiler):
-    """Runs the stripped Go program once for the module's tests (each may run alone); its pid."""
-    w = subprocess.Popen([str(GOSPIN), str(SECONDS)])
-    w.wait(timeout=SECONDS + 30)
-    assert w.returncode == 0
+    """Runs the stripped Go program once for the module's tests (each may run alone), until the
+    store holds SAMPLES of it (its 600 s are only a backstop); its pid."""
+    w = subprocess.Popen([str(GOSPIN), "600"])
+    try:
+        profiler.wait_samples(w.pid, SAMPLES)
+        assert w.poll() is None, f"{GOSPIN} exited {w.returncode} before it was stopped"
+    finally:
+        w.kill()
+        w.wait()
     return w.pid
 
 
