@@ -288,7 +288,11 @@ class Profiler:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def db(self):
-        con = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True, timeout=10)
+        """A read-only connection whose reads all see one snapshot of the store, until `with`
+        ends it (or the connection is closed). The profiler writes on while a test reads: read
+        one query at a time, the stacks could name frames written after the frames were read."""
+        con = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True, timeout=10, isolation_level=None)
+        con.execute("BEGIN")
         return con
 
 
