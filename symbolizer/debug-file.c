@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "debug-file.h"
 #include "log.h"
@@ -131,13 +132,13 @@ static int try_candidate(const char *path, const Wanted *w, EpElfFile **ret) {
         return 0;
 }
 
-static int candidates_for_root(const char *root, const Wanted *w, const char *path_hint, char **list, size_t *n,
-                               size_t max) {
+static int candidates_for_root(const char *root, const uint8_t *build_id, size_t build_id_len, const char *debuglink,
+                               const char *path_hint, char **list, size_t *n, size_t max) {
         char *c[EP_DEBUG_MAX_CANDIDATES] = {};
         int k;
 
-        k = ep_unwind_debug_candidates(root, w->ids.gnu_len > 0 ? w->ids.gnu : NULL, w->ids.gnu_len, w->debuglink,
-                                       path_hint, c);
+        k = ep_unwind_debug_candidates(root, build_id_len > 0 ? build_id : NULL, build_id_len, debuglink, path_hint,
+                                       c);
         if (k < 0)
                 return k;
         for (int i = 0; i < k; i++) {
@@ -152,10 +153,37 @@ static int candidates_for_root(const char *root, const Wanted *w, const char *pa
         return 0;
 }
 
+enum { MAX_CANDIDATES = EP_DEBUG_ROOTS_MAX * EP_DEBUG_MAX_CANDIDATES };
+
+/* Every candidate path under the current roots, in the order they are tried, without
+ * duplicates: 0 and list[0..*ret_n) (the caller frees them), or -ENOMEM. */
+static int collect_candidates(const uint8_t *build_id, size_t build_id_len, const char *debuglink,
+                              const char *path_hint, char *list[MAX_CANDIDATES], size_t *ret_n) {
+        const char *const *roots_now = ep_debug_roots();
+        size_t n = 0;
+        int k = 0;
+
+        if (path_hint && strnlen(path_hint, EP_DEBUG_PATH_MAX) >= EP_DEBUG_PATH_MAX)
+                path_hint = NULL;
+        for (size_t i = 0; roots_now[i] && k >= 0; i++)
+                k = candidates_for_root(roots_now[i], build_id, build_id_len, debuglink, path_hint, list, &n,
+                                        MAX_CANDIDATES);
+        if (k < 0) {
+                while (n > 0)
+                        free(list[--n]);
+                return k;
+        }
+        *ret_n = n;
+        return 0;
+}
+
+static void free_candidates(char **list, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(list[i]);
+}
+
 int ep_debug_file_find(EpElfFile *f, const char *path_hint, EpElfFile **ret, char **ret_path) {
-        const char *const *r = ep_debug_roots();
-        enum { MAX = EP_DEBUG_ROOTS_MAX * EP_DEBUG_MAX_CANDIDATES };
-        char *list[MAX] = {};
+        char *list[MAX_CANDIDATES] = {};
         Wanted w = {};
         GElf_Ehdr eh;
         size_t n = 0;
@@ -170,15 +198,11 @@ int ep_debug_file_find(EpElfFile *f, const char *path_hint, EpElfFile **ret, cha
         k = ep_elf_debuglink(f, &w.debuglink, &w.crc);
         if (k == -ENOMEM)
                 return k;
-        k = 0; /* no debuglink: build ID only */
+        /* No debuglink: build ID only. */
         if (w.ids.gnu_len == 0 && !w.debuglink)
                 return -ENOENT;
-        if (path_hint && strnlen(path_hint, EP_DEBUG_PATH_MAX) >= EP_DEBUG_PATH_MAX)
-                path_hint = NULL;
 
-        for (size_t i = 0; r[i] && k >= 0; i++)
-                k = candidates_for_root(r[i], &w, path_hint, list, &n, MAX);
-
+        k = collect_candidates(w.ids.gnu, w.ids.gnu_len, w.debuglink, path_hint, list, &n);
         int result = k < 0 ? k : -ENOENT;
         for (size_t i = 0; i < n && result == -ENOENT; i++) {
                 result = try_candidate(list[i], &w, ret);
@@ -189,8 +213,33 @@ int ep_debug_file_find(EpElfFile *f, const char *path_hint, EpElfFile **ret, cha
                 }
         }
 
-        for (size_t i = 0; i < n; i++)
-                free(list[i]);
+        free_candidates(list, n);
         free(w.debuglink);
         return result;
+}
+
+int ep_debug_file_locate(const uint8_t *build_id, size_t build_id_len, const char *debuglink, const char *path_hint,
+                         char **ret_path) {
+        char *list[MAX_CANDIDATES] = {};
+        size_t n = 0;
+        int k;
+
+        if (build_id_len == 0 && !debuglink)
+                return -ENOENT;
+        k = collect_candidates(build_id, build_id_len, debuglink, path_hint, list, &n);
+        if (k < 0)
+                return k;
+
+        k = -ENOENT;
+        for (size_t i = 0; i < n && k == -ENOENT; i++) {
+                struct stat st;
+
+                if (stat(list[i], &st) < 0 || !S_ISREG(st.st_mode) ||
+                    faccessat(AT_FDCWD, list[i], R_OK, AT_EACCESS) < 0)
+                        continue;
+                *ret_path = TAKE_PTR(list[i]);
+                k = 0;
+        }
+        free_candidates(list, n);
+        return k;
 }

@@ -12,6 +12,7 @@
  * are files anyone may read (distribution -dbgsym packages), not the profiled process's. */
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "elf-symbols.h"
 #include "unwind-debugfile.h" /* EP_DEBUG_ROOT, the candidate paths */
@@ -34,3 +35,10 @@ const char *const *ep_debug_roots(void);
  * NULL), -ENOENT when none is found (or f has neither build ID nor debuglink), -ENOMEM.
  * path_hint is where the process maps f (may be NULL: only build-ID lookups then). */
 int ep_debug_file_find(EpElfFile *f, const char *path_hint, EpElfFile **ret, char **ret_path);
+/* Where ep_debug_file_find() would look first now, without opening anything: the first
+ * candidate under the current roots that is a regular file we may read. For checking that
+ * an earlier search would still come out the same (symbol-cache.h) with a few stat() calls;
+ * a candidate that exists but is not the file's debug file (another build ID, a wrong CRC) is
+ * returned all the same. 0 and *ret_path (a new string), -ENOENT, -ENOMEM. */
+int ep_debug_file_locate(const uint8_t *build_id, size_t build_id_len, const char *debuglink, const char *path_hint,
+                         char **ret_path);

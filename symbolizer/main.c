@@ -50,7 +50,7 @@ typedef struct Manager {
         uint32_t published_cache_entries, published_files_open;
         uint32_t published_kernel_symbols;
         uint64_t published_kernel_reloads;
-        uint64_t published_persisted_entries;
+        uint64_t published_persisted_entries, published_persisted_invalidated;
         EpJitStats published_jit;
         EpPyStats published_python;
         uint64_t published_go_malformed;
@@ -122,18 +122,20 @@ static int prop_files_open(sd_bus *bus, const char *path, const char *interface,
         return sd_bus_message_append(reply, "u", m->resolver ? ep_resolver_files_open(m->resolver) : 0);
 }
 
-static uint64_t persisted_entries(Manager *m) {
-        EpSymbolCacheInfo info;
+static EpSymbolCacheInfo persisted_info(Manager *m) {
+        EpSymbolCacheInfo info = {};
 
-        if (!m->symbol_cache)
-                return 0;
-        ep_symbol_cache_info(m->symbol_cache, &info);
-        return info.entries;
+        if (m->symbol_cache)
+                ep_symbol_cache_info(m->symbol_cache, &info);
+        return info;
 }
 
-static int prop_persisted_entries(sd_bus *bus, const char *path, const char *interface, const char *property,
-                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
-        return sd_bus_message_append(reply, "t", persisted_entries(userdata));
+static int prop_persisted(sd_bus *bus, const char *path, const char *interface, const char *property,
+                          sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        EpSymbolCacheInfo info = persisted_info(userdata);
+
+        return sd_bus_message_append(reply, "t",
+                                     streq(property, "PersistedEntries") ? info.entries : info.invalidated_files);
 }
 
 /* Kernel symbols (resolve-kernel.c). Read on first use, so they mean something before any
@@ -251,7 +253,8 @@ static const sd_bus_vtable symbolizer_vtable[] = {
         SD_BUS_PROPERTY("CacheEntries", "u", prop_cache_entries, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         STAT_PROPERTY("CacheHits", cache_hits),
         STAT_PROPERTY("PersistedHits", persisted_hits),
-        SD_BUS_PROPERTY("PersistedEntries", "t", prop_persisted_entries, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("PersistedEntries", "t", prop_persisted, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("PersistedInvalidated", "t", prop_persisted, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("FilesOpen", "u", prop_files_open, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         STAT_PROPERTY("BadRequests", bad_requests),
         STAT_PROPERTY("ResponseDrops", response_drops),
@@ -292,7 +295,7 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
         Manager *m = userdata;
         const EpSymStats *now = &m->stats, *was = &m->published;
         uint32_t entries = ep_resolver_cache_entries(m->resolver), files = ep_resolver_files_open(m->resolver);
-        uint64_t persisted = persisted_entries(m);
+        EpSymbolCacheInfo persisted = persisted_info(m);
         const EpUnwindStats *unwind = ep_unwind_service_stats(m->unwind);
         const char *names[20 + EP_UNWIND_PROPERTIES];
         uint64_t go_malformed = ep_resolver_go_malformed(m->resolver);
@@ -314,8 +317,10 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
 #undef CHANGED
         if (entries != m->published_cache_entries)
                 names[n++] = "CacheEntries";
-        if (persisted != m->published_persisted_entries)
+        if (persisted.entries != m->published_persisted_entries)
                 names[n++] = "PersistedEntries";
+        if (persisted.invalidated_files != m->published_persisted_invalidated)
+                names[n++] = "PersistedInvalidated";
         if (files != m->published_files_open)
                 names[n++] = "FilesOpen";
         if (!streq(now->last_error, was->last_error))
@@ -340,7 +345,8 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
                 m->published_unwind = *unwind;
                 m->published_cache_entries = entries;
                 m->published_files_open = files;
-                m->published_persisted_entries = persisted;
+                m->published_persisted_entries = persisted.entries;
+                m->published_persisted_invalidated = persisted.invalidated_files;
                 m->published_jit = jit;
                 m->published_go_malformed = go_malformed;
                 m->published_python = python;
@@ -375,7 +381,7 @@ static void open_symbol_cache(Manager *m) {
                 return;
         }
         log_info("Symbol cache: %s (%" PRIu64 " entries)", ep_symbol_cache_path(m->symbol_cache),
-                 persisted_entries(m));
+                 persisted_info(m).entries);
         ep_resolver_set_symbol_cache(m->resolver, m->symbol_cache);
 }
 

@@ -13,8 +13,11 @@
 
 typedef struct NativeFile {
         EpElfFile *debug;     /* separate debug file, or NULL */
+        char *debug_path;     /* its path */
+        char *search_path;    /* the path hint the last search used, NULL: none */
         bool debug_searched;  /* looked for it (with a path, when debug_had_path) */
         bool debug_had_path;
+        bool debug_needed;    /* valid once debug_searched */
         EpDwarf *dwarf;       /* of the file, else of the debug file; NULL: neither has DWARF */
         bool dwarf_chosen;
 } NativeFile;
@@ -27,6 +30,8 @@ static void native_file_free(void *p) {
         /* The DWARF may read the debug file: it goes first. */
         ep_dwarf_free(n->dwarf);
         ep_elf_free(n->debug);
+        free(n->debug_path);
+        free(n->search_path);
         free(n);
 }
 
@@ -64,14 +69,41 @@ static int find_debug_file(NativeFile *n, EpElfFile *elf, const char *path_hint)
                 n->debug_searched = n->debug_had_path = true;
                 return 0;
         }
-        n->debug_searched = true;
+        if (have_path) {
+                char *p = strdup(path_hint);
+                if (!p)
+                        return -ENOMEM;
+                free(n->search_path);
+                n->search_path = p;
+        }
+        n->debug_searched = n->debug_needed = true;
         n->debug_had_path = have_path;
 
-        r = ep_debug_file_find(elf, have_path ? path_hint : NULL, &n->debug, NULL);
+        r = ep_debug_file_find(elf, n->search_path, &n->debug, &n->debug_path);
         if (r == -ENOMEM)
                 return r;
         if (r >= 0 && n->dwarf_chosen && !n->dwarf)
                 n->dwarf_chosen = false; /* the debug file may bring DWARF */
+        return 0;
+}
+
+int ep_native_debug_info(EpElfFile *elf, const char *path_hint, EpNativeDebugInfo *ret) {
+        NativeFile *n;
+        int r;
+
+        r = native_file_get(elf, &n);
+        if (r < 0)
+                return r;
+        r = find_debug_file(n, elf, path_hint);
+        if (r < 0)
+                return r;
+        *ret = (EpNativeDebugInfo) {
+                .outcome = !n->debug_needed ? EP_NATIVE_DEBUG_NOT_NEEDED
+                           : n->debug       ? EP_NATIVE_DEBUG_FOUND
+                                            : EP_NATIVE_DEBUG_NONE,
+                .search_path = n->search_path,
+                .debug_path = n->debug_path,
+        };
         return 0;
 }
 

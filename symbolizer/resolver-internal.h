@@ -6,6 +6,7 @@
  * resolve-jit.c (perf maps of processes). Each per-kind file owns its own state, reached
  * through an opaque pointer in EpResolver, created on first use and freed by its _free(). */
 
+#include "hashmap.h"
 #include "lru.h"
 #include "resolver.h"
 
@@ -56,7 +57,14 @@ struct EpResolver {
         ResolverGo *go;
         ResolverPython *python;
         EpSymbolCache *symbol_cache; /* not owned; NULL: nothing persisted */
+        EpHashmap *persisted_files;  /* file ID → PersistedFile, for this session of symbol_cache */
 };
+
+/* What the resolver did with a file's record in the symbol cache (symbol-cache.h). */
+typedef struct PersistedFile {
+        uint8_t recorded; /* record_mark() of the record queued, 0: none yet */
+        bool checked;     /* its record was checked against the debug roots */
+} PersistedFile;
 
 /* CLOCK_MONOTONIC through ep_now_ns(), which tests can set (ep_clock_set()). */
 uint64_t ep_resolver_now_ns(void);

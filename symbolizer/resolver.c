@@ -5,10 +5,12 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "debug-file.h"
 #include "elf-symbols.h"
 #include "file-id.h"
 #include "log.h"
 #include "lru.h"
+#include "native-file.h"
 #include "resolver-internal.h"
 #include "symbol-cache.h"
 
@@ -61,6 +63,9 @@ int ep_resolver_new(const EpFileSource *source, const EpResolverConfig *config, 
         k = ep_lru_new(sizeof(ResultKey), r->config.max_results, &r->results);
         if (k < 0)
                 return k;
+        r->persisted_files = ep_hashmap_new(EP_FILE_ID_SIZE, sizeof(PersistedFile));
+        if (!r->persisted_files)
+                return -ENOMEM;
         r->file_slots = calloc(r->config.max_files, sizeof(FileEntry));
         r->result_slots = calloc(r->config.max_results, sizeof(EpSymResult));
         if (!r->file_slots || !r->result_slots)
@@ -84,6 +89,7 @@ EpResolver *ep_resolver_free(EpResolver *r) {
         free(r->result_slots);
         ep_lru_free(r->files);
         ep_lru_free(r->results);
+        ep_hashmap_free(r->persisted_files);
         ep_resolve_kernel_free(r);
         ep_resolve_jit_free(r);
         ep_resolve_python_free(r);
@@ -94,6 +100,7 @@ EpResolver *ep_resolver_free(EpResolver *r) {
 
 void ep_resolver_set_symbol_cache(EpResolver *r, EpSymbolCache *cache) {
         r->symbol_cache = cache;
+        ep_hashmap_clear(r->persisted_files); /* a new session */
 }
 
 uint32_t ep_resolver_cache_entries(const EpResolver *r) {
@@ -329,9 +336,78 @@ static bool persistable(const ResultKey *key, const EpSymResult *res) {
         return key->kind == EP_FRAME_NATIVE && (res->status == EP_SYM_OK || res->status == EP_SYM_NOT_FOUND);
 }
 
+/* ---- the persisted cache ---- */
+
+static const char *debug_outcome_name(const EpNativeDebugInfo *info) {
+        switch (info->outcome) {
+        case EP_NATIVE_DEBUG_NOT_NEEDED:
+                return EP_SYMBOL_CACHE_DEBUG_NOT_NEEDED;
+        case EP_NATIVE_DEBUG_FOUND:
+                return info->debug_path;
+        default:
+                return EP_SYMBOL_CACHE_DEBUG_NONE;
+        }
+}
+
+/* Tells records apart that differ in what was searched or found. */
+static uint8_t record_mark(const EpNativeDebugInfo *info) {
+        return (uint8_t) (1 + 2 * info->outcome + !!info->search_path);
+}
+
+/* Would the debug search come out as recorded with the current roots? The lookup is redone
+ * from the record (a few stat() calls), never by opening the file. 1 yes, 0 no and *ret_now
+ * what it finds now (NULL: none), -ENOMEM. */
+static int record_still_holds(const EpSymbolFileRecord *rec, char **ret_now) {
+        _cleanup_free_ char *now = NULL;
+        int k;
+
+        *ret_now = NULL;
+        if (streq(rec->debug, EP_SYMBOL_CACHE_DEBUG_NOT_NEEDED))
+                return 1;
+        k = ep_debug_file_locate(rec->build_id, rec->build_id_len, rec->debuglink, rec->path, &now);
+        if (k == -ENOMEM)
+                return k;
+        if (k < 0 ? streq(rec->debug, EP_SYMBOL_CACHE_DEBUG_NONE) : streq(rec->debug, now))
+                return 1;
+        *ret_now = TAKE_PTR(now);
+        return 0;
+}
+
+/* The first hit of a file in a session: are its rows computed with the debug file it would
+ * get now? If not (a debug file appeared, vanished, or the roots changed) they are all
+ * deleted. 1 valid, 0 dropped (the answer is computed again), -ENOMEM. */
+static int check_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], PersistedFile *pf) {
+        _cleanup_(ep_symbol_file_record_done) EpSymbolFileRecord rec = {};
+        _cleanup_free_ char *now = NULL;
+        char hex[2 * EP_FILE_ID_SIZE + 1];
+        int k;
+
+        k = ep_symbol_cache_get_file(r->symbol_cache, id, &rec);
+        if (k == -ENOMEM)
+                return k;
+        if (k < 0 && k != -ENOENT)
+                return 0; /* the cache cannot answer: a miss, checked at the next hit */
+        pf->checked = true;
+        if (k >= 0) {
+                k = record_still_holds(&rec, &now);
+                if (k != 0)
+                        return k;
+        }
+
+        ep_file_id_to_hex(id, hex);
+        log_info("Persisted symbols of file %s (%s) are out of date, dropping them: debug file then: %s, now: %s.",
+                 hex, rec.path ?: "path unknown", rec.debug ?: "not recorded", now ?: EP_SYMBOL_CACHE_DEBUG_NONE);
+        k = ep_symbol_cache_drop_file(r->symbol_cache, id);
+        if (k < 0)
+                log_debug_errno(k, "Cannot drop the persisted symbols of file %s: %m", hex);
+        pf->recorded = 0; /* a record queued before is gone if it was written */
+        return 0;
+}
+
 /* 1 with the answer in r->scratch when the persisted cache has it, 0 when not, -ENOMEM. */
 static int persisted_lookup(EpResolver *r, const ResultKey *key) {
         EpSymbolCache *cache = r->symbol_cache;
+        PersistedFile *pf;
         int k;
 
         if (!cache || key->kind != EP_FRAME_NATIVE)
@@ -341,17 +417,78 @@ static int persisted_lookup(EpResolver *r, const ResultKey *key) {
                 return k;
         if (k < 0)
                 return 0; /* a miss, or the cache cannot answer: compute it */
+
+        k = ep_hashmap_put(r->persisted_files, key->file_id, (void **) &pf);
+        if (k >= 0)
+                k = pf->checked ? 1 : check_file(r, key->file_id, pf);
+        if (k <= 0) {
+                ep_sym_result_done(&r->scratch);
+                return k;
+        }
         if (r->stats)
                 r->stats->persisted_hits++;
         return 1;
 }
 
-static void persist(EpResolver *r, const ResultKey *key) {
+/* Queues the file's record (symbol-cache.h) when this session has not yet, or when what its
+ * answers are computed with changed since: before the answer, so that rows computed with an
+ * earlier outcome are dropped and this one is kept. */
+static int record_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], const char *path_hint) {
+        _cleanup_(ep_symbol_file_record_done) EpSymbolFileRecord rec = {};
+        EpNativeDebugInfo info;
+        PersistedFile *pf;
+        EpBuildIds ids;
+        uint32_t crc;
+        EpElfFile *elf;
+        int slot, k;
+
+        /* Open: the answer was just computed from it. */
+        slot = ep_lru_get(r->files, id);
+        if (slot < 0 || r->file_slots[slot].state != FILE_OPEN)
+                return 0;
+        elf = r->file_slots[slot].elf;
+        k = ep_native_debug_info(elf, path_hint, &info);
+        if (k < 0)
+                return k;
+        k = ep_hashmap_put(r->persisted_files, id, (void **) &pf);
+        if (k < 0)
+                return k;
+        if (pf->recorded == record_mark(&info))
+                return 0;
+
+        k = ep_elf_build_ids(elf, &ids);
+        if (k == -ENOMEM)
+                return k;
+        if (k >= 0) {
+                rec.build_id_len = ids.gnu_len;
+                memcpy(rec.build_id, ids.gnu, ids.gnu_len);
+        }
+        k = ep_elf_debuglink(elf, &rec.debuglink, &crc);
+        if (k == -ENOMEM)
+                return k;
+        rec.path = info.search_path ? strdup(info.search_path) : NULL;
+        rec.debug = strdup(debug_outcome_name(&info));
+        if ((info.search_path && !rec.path) || !rec.debug)
+                return -ENOMEM;
+
+        k = ep_symbol_cache_put_file(r->symbol_cache, id, &rec);
+        if (k < 0)
+                return k;
+        /* Not `checked`: until the queue is written, the table still holds the old record, and
+         * rows of another session computed with it may be hit before that. */
+        pf->recorded = record_mark(&info);
+        return 0;
+}
+
+static void persist(EpResolver *r, const EpSymRequest *req, const ResultKey *key) {
         EpSymbolCache *cache = r->symbol_cache;
         int k;
 
         if (!cache || !persistable(key, &r->scratch))
                 return;
+        k = record_file(r, key->file_id, req->path);
+        if (k < 0 && k != -ENOENT)
+                log_once_errno(LOG_WARNING, k, "Cannot queue a file record for the persisted cache: %m");
         k = ep_symbol_cache_put(cache, key->file_id, key->addr, key->flags, &r->scratch);
         if (k < 0 && k != -ENOENT)
                 log_once_errno(LOG_WARNING, k, "Cannot queue a symbol for the persisted cache: %m");
@@ -407,7 +544,7 @@ int ep_resolver_symbolize(EpResolver *r, const EpSymRequest *req, const EpSymRes
 
         count(r, r->scratch.status);
         if (cacheable)
-                persist(r, &key);
+                persist(r, req, &key);
         *ret = cacheable ? cache_result(r, &key) : &r->scratch;
         return 0;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cache-db.h"
+#include "file-id.h"
 #include "log.h"
 #include "symbol-cache.h"
 #include "wire-buf.h"
@@ -29,6 +30,11 @@ enum {
         STMT_TOUCH,
         STMT_DELETE,
         STMT_EVICT,
+        STMT_FILE_GET,
+        STMT_FILE_PUT,
+        STMT_FILE_DROP_ROWS,
+        STMT_FILE_DELETE,
+        STMT_FILE_ORPHANS,
         _STMT_MAX,
 };
 
@@ -44,15 +50,25 @@ static const char *const stmt_sql[_STMT_MAX] = {
         /* Stamps are unique, so "up to the Nth oldest stamp" is exactly the N oldest rows. */
         [STMT_EVICT] = "DELETE FROM symbols WHERE last_used <= "
                        "(SELECT last_used FROM symbols ORDER BY last_used LIMIT 1 OFFSET ?1)",
+        [STMT_FILE_GET] = "SELECT build_id, debuglink, path, debug FROM files WHERE file_id = ?1",
+        [STMT_FILE_PUT] = "INSERT OR REPLACE INTO files(file_id, build_id, debuglink, path, debug) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5)",
+        [STMT_FILE_DROP_ROWS] = "DELETE FROM symbols WHERE file_id = ?1",
+        [STMT_FILE_DELETE] = "DELETE FROM files WHERE file_id = ?1",
+        /* After evictions: records of files none of whose rows are left. */
+        [STMT_FILE_ORPHANS] = "DELETE FROM files WHERE NOT EXISTS "
+                              "(SELECT 1 FROM symbols WHERE symbols.file_id = files.file_id)",
 };
 
-/* A queued write: a new row (module set), or a new last_used for a row that was read. */
+/* A queued write: a new row (module set), a new last_used for a row that was read, or a
+ * file's record (file set). */
 typedef struct Pending {
         uint8_t file_id[EP_FILE_ID_SIZE];
         uint64_t addr;
         uint8_t flags;
         uint8_t status;
         bool touch;
+        EpSymbolFileRecord *file;
         int64_t stamp;
         uint64_t elf_addr;
         char *module;
@@ -73,10 +89,21 @@ struct EpSymbolCache {
         EpSymbolCacheInfo info;
 };
 
+void ep_symbol_file_record_done(EpSymbolFileRecord *rec) {
+        if (!rec)
+                return;
+        free(rec->debuglink);
+        free(rec->path);
+        free(rec->debug);
+        *rec = (EpSymbolFileRecord) {};
+}
+
 static void pending_clear(EpSymbolCache *c) {
         for (size_t i = 0; i < c->n_pending; i++) {
                 free(c->pending[i].module);
                 free(c->pending[i].lines);
+                ep_symbol_file_record_done(c->pending[i].file);
+                free(c->pending[i].file);
         }
         c->n_pending = 0;
         c->pending_puts = 0;
@@ -161,8 +188,8 @@ static int check_format(EpSymbolCache *c, sqlite3 *db) {
 
         if (any)
                 log_info("Symbol cache %s holds answers of another symbolizer version, dropping them.", c->d.path);
-        sql = sqlite3_mprintf("BEGIN; DELETE FROM symbols; DELETE FROM meta; INSERT INTO meta(format) VALUES (%Q); "
-                              "COMMIT;", c->format);
+        sql = sqlite3_mprintf("BEGIN; DELETE FROM symbols; DELETE FROM files; DELETE FROM meta; "
+                              "INSERT INTO meta(format) VALUES (%Q); COMMIT;", c->format);
         if (!sql)
                 return SQLITE_NOMEM;
         rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
@@ -214,7 +241,9 @@ static const EpCacheDbSpec cache_spec = {
                       "CREATE TABLE symbols(file_id BLOB NOT NULL, addr INTEGER NOT NULL, flags INTEGER NOT NULL,"
                       " status INTEGER NOT NULL, elf_addr INTEGER NOT NULL, module TEXT NOT NULL, lines BLOB,"
                       " last_used INTEGER NOT NULL, PRIMARY KEY(file_id, addr, flags)) WITHOUT ROWID;"
-                      "CREATE INDEX symbols_lru ON symbols(last_used)",
+                      "CREATE INDEX symbols_lru ON symbols(last_used);"
+                      "CREATE TABLE files(file_id BLOB PRIMARY KEY, build_id BLOB, debuglink TEXT, path TEXT,"
+                      " debug TEXT NOT NULL) WITHOUT ROWID",
         .stmt_sql = stmt_sql,
         .n_stmts = _STMT_MAX,
         .load = load,
@@ -280,6 +309,52 @@ static void bind_key(sqlite3_stmt *s, const uint8_t file_id[EP_FILE_ID_SIZE], ui
         sqlite3_bind_int(s, 3, flags & EP_FRAME_FLAG_RETURN_ADDRESS);
 }
 
+static void bind_file_id(sqlite3_stmt *s, const uint8_t file_id[EP_FILE_ID_SIZE]) {
+        sqlite3_bind_blob(s, 1, file_id, EP_FILE_ID_SIZE, SQLITE_STATIC);
+}
+
+static void bind_text_or_null(sqlite3_stmt *s, int i, const char *text) {
+        if (text)
+                sqlite3_bind_text(s, i, text, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(s, i);
+}
+
+/* Deletes every row of a file; *ret_changes how many went. An SQLite code. */
+static int delete_rows(EpSymbolCache *c, const uint8_t file_id[EP_FILE_ID_SIZE], int *ret_changes) {
+        sqlite3_stmt *s = ep_cache_db_stmt(&c->d, STMT_FILE_DROP_ROWS);
+        int rc;
+
+        bind_file_id(s, file_id);
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE)
+                return rc;
+        *ret_changes = sqlite3_changes(c->d.db);
+        c->rows -= MIN((int64_t) *ret_changes, c->rows);
+        return SQLITE_OK;
+}
+
+/* The stored `debug` of a file: SQLITE_OK and *ret (NULL when there is no record), or an
+ * SQLite code. */
+static int stored_debug(EpSymbolCache *c, const uint8_t file_id[EP_FILE_ID_SIZE], char **ret) {
+        sqlite3_stmt *s = ep_cache_db_stmt(&c->d, STMT_FILE_GET);
+        char *debug = NULL;
+        int rc;
+
+        bind_file_id(s, file_id);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+                debug = strdup((const char *) sqlite3_column_text(s, 3) ?: "");
+                rc = debug ? SQLITE_DONE : SQLITE_NOMEM;
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE)
+                return rc;
+        *ret = debug;
+        return SQLITE_OK;
+}
+
 /* ---- lines ⇄ blob ---- */
 
 static int lines_encode(const EpSymResult *res, uint8_t **ret, size_t *ret_size) {
@@ -339,7 +414,7 @@ static void queue(EpSymbolCache *c, const Pending *p) {
         if (c->n_pending == MAX_PENDING)
                 (void) ep_symbol_cache_flush(c); /* empties the queue, written or not */
         c->pending[c->n_pending++] = *p;
-        if (!p->touch)
+        if (!p->touch && !p->file)
                 c->pending_puts++;
         if (c->n_pending >= EP_SYMBOL_CACHE_FLUSH_ENTRIES && c->defer)
                 (void) sd_event_source_set_enabled(c->defer, SD_EVENT_ONESHOT);
@@ -438,6 +513,103 @@ int ep_symbol_cache_put(EpSymbolCache *c, const uint8_t file_id[EP_FILE_ID_SIZE]
         return 0;
 }
 
+static int record_copy(const EpSymbolFileRecord *from, EpSymbolFileRecord *to) {
+        *to = (EpSymbolFileRecord) { .build_id_len = MIN(from->build_id_len, sizeof to->build_id) };
+        memcpy(to->build_id, from->build_id, to->build_id_len);
+        to->debug = strdup(from->debug);
+        if (!to->debug || (from->debuglink && !(to->debuglink = strdup(from->debuglink))) ||
+            (from->path && !(to->path = strdup(from->path)))) {
+                ep_symbol_file_record_done(to);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+int ep_symbol_cache_put_file(EpSymbolCache *c, const uint8_t file_id[EP_FILE_ID_SIZE],
+                             const EpSymbolFileRecord *rec) {
+        Pending p = {};
+        int r;
+
+        if (!rec->debug)
+                return -EINVAL;
+        if (!c->d.db)
+                return -ENOENT;
+        memcpy(p.file_id, file_id, EP_FILE_ID_SIZE);
+        p.file = calloc(1, sizeof(EpSymbolFileRecord));
+        if (!p.file)
+                return -ENOMEM;
+        r = record_copy(rec, p.file);
+        if (r < 0) {
+                free(p.file);
+                return r;
+        }
+        queue(c, &p);
+        return 0;
+}
+
+/* A new copy of a text column (NULL stays NULL); false when out of memory. */
+static bool column_dup(sqlite3_stmt *s, int i, char **ret) {
+        const char *t = (const char *) sqlite3_column_text(s, i);
+
+        *ret = t ? strdup(t) : NULL;
+        return !t || *ret;
+}
+
+int ep_symbol_cache_get_file(EpSymbolCache *c, const uint8_t file_id[EP_FILE_ID_SIZE], EpSymbolFileRecord *ret) {
+        EpSymbolFileRecord rec = {};
+        const void *blob;
+        sqlite3_stmt *s;
+        bool oom;
+        int rc;
+
+        if (!c->d.db)
+                return -ENOENT;
+        s = ep_cache_db_stmt(&c->d, STMT_FILE_GET);
+        bind_file_id(s, file_id);
+        rc = sqlite3_step(s);
+        if (rc != SQLITE_ROW) {
+                sqlite3_reset(s);
+                return rc == SQLITE_DONE ? -ENOENT : ep_cache_db_failed(&c->d, rc);
+        }
+
+        blob = sqlite3_column_blob(s, 0);
+        rec.build_id_len = MIN((size_t) sqlite3_column_bytes(s, 0), sizeof rec.build_id);
+        if (blob)
+                memcpy(rec.build_id, blob, rec.build_id_len);
+        else
+                rec.build_id_len = 0;
+        oom = !column_dup(s, 1, &rec.debuglink) || !column_dup(s, 2, &rec.path) || !column_dup(s, 3, &rec.debug);
+        if (!oom && !rec.debug)
+                oom = !(rec.debug = strdup("")); /* NOT NULL: only in a file that is not ours */
+        sqlite3_reset(s);
+        if (oom) {
+                ep_symbol_file_record_done(&rec);
+                return -ENOMEM;
+        }
+        *ret = rec;
+        return 0;
+}
+
+int ep_symbol_cache_drop_file(EpSymbolCache *c, const uint8_t file_id[EP_FILE_ID_SIZE]) {
+        sqlite3_stmt *s;
+        int rc, changes = 0;
+
+        if (!c->d.db)
+                return -ENOENT;
+        rc = delete_rows(c, file_id, &changes);
+        if (rc == SQLITE_OK) {
+                s = ep_cache_db_stmt(&c->d, STMT_FILE_DELETE);
+                bind_file_id(s, file_id);
+                rc = sqlite3_step(s);
+                sqlite3_reset(s);
+                rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+        }
+        if (rc != SQLITE_OK)
+                return ep_cache_db_failed(&c->d, rc);
+        c->info.invalidated_files++;
+        return changes;
+}
+
 static int write_stmt(EpSymbolCache *c, const Pending *p, size_t which) {
         sqlite3_stmt *s = ep_cache_db_stmt(&c->d, which);
         int rc;
@@ -460,9 +632,53 @@ static int write_stmt(EpSymbolCache *c, const Pending *p, size_t which) {
         return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+/* A file's record. The file's rows in the table stay only when the record there says they
+ * were computed with the same debug file: those of another outcome (a debug file found since,
+ * or gone), or without a record, are deleted. Rows queued after the record are written after
+ * it, so the resolver queues a record before the first row computed with it. */
+static int write_file(EpSymbolCache *c, const Pending *p) {
+        const EpSymbolFileRecord *f = p->file;
+        _cleanup_free_ char *was = NULL;
+        sqlite3_stmt *s;
+        int rc, changes = 0;
+
+        rc = stored_debug(c, p->file_id, &was);
+        if (rc != SQLITE_OK)
+                return rc;
+        if (!was || !streq(was, f->debug)) {
+                rc = delete_rows(c, p->file_id, &changes);
+                if (rc != SQLITE_OK)
+                        return rc;
+        }
+        if (changes > 0) {
+                char hex[2 * EP_FILE_ID_SIZE + 1];
+
+                ep_file_id_to_hex(p->file_id, hex);
+                log_info("Symbol cache %s: file %s (%s) is now symbolized with debug file %s, was %s: "
+                         "dropped its %d answers.", c->d.path, hex, f->path ?: "path unknown", f->debug,
+                         was ?: "not recorded", changes);
+                c->info.invalidated_files++;
+        }
+
+        s = ep_cache_db_stmt(&c->d, STMT_FILE_PUT);
+        bind_file_id(s, p->file_id);
+        if (f->build_id_len > 0)
+                sqlite3_bind_blob(s, 2, f->build_id, (int) f->build_id_len, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(s, 2);
+        bind_text_or_null(s, 3, f->debuglink);
+        bind_text_or_null(s, 4, f->path);
+        sqlite3_bind_text(s, 5, f->debug, -1, SQLITE_STATIC);
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 static int write_one(EpSymbolCache *c, const Pending *p) {
         int rc;
 
+        if (p->file)
+                return write_file(c, p);
         if (p->touch)
                 return write_stmt(c, p, STMT_TOUCH);
         rc = write_stmt(c, p, STMT_PUT);
@@ -478,6 +694,7 @@ static int write_one(EpSymbolCache *c, const Pending *p) {
 
 /* Deletes the least recently used rows until the pages in use fit the bound. */
 static int evict(EpSymbolCache *c) {
+        bool evicted = false;
         int rc;
 
         rc = used_bytes(c->d.db, &c->info.bytes);
@@ -499,9 +716,19 @@ static int evict(EpSymbolCache *c) {
                 }
                 c->rows -= MIN((int64_t) changes, c->rows);
                 c->info.evictions += (uint64_t) changes;
+                evicted = true;
                 rc = used_bytes(c->d.db, &c->info.bytes);
         }
-        return rc == SQLITE_DONE ? SQLITE_OK : rc;
+        if (rc == SQLITE_DONE)
+                rc = SQLITE_OK;
+        if (rc == SQLITE_OK && evicted) {
+                sqlite3_stmt *s = ep_cache_db_stmt(&c->d, STMT_FILE_ORPHANS);
+
+                rc = sqlite3_step(s);
+                sqlite3_reset(s);
+                rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+        }
+        return rc;
 }
 
 int ep_symbol_cache_flush(EpSymbolCache *c) {

@@ -2,9 +2,13 @@
 """End to end: symbols persisted across a restart (symbolizer/symbol-cache.c). A first start
 profiles a workload and stops (the symbolizer writes its queue on exit); a second start with
 the same --cache-dir profiles the same program again and answers its frames from
-<cache-dir>/symbols.db (Symbolizer1.PersistedHits), with the same names as the first time."""
+<cache-dir>/symbols.db (Symbolizer1.PersistedHits), with the same names as the first time.
+Answers computed before a program's debug file was there are not what the next start answers
+once it is (Symbolizer1.PersistedInvalidated)."""
 import os
 import pwd
+import re
+import shutil
 import sqlite3
 import subprocess
 import tempfile
@@ -12,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Profiler, need_root, run_workload
+from conftest import NATIVE, WORKLOADS, Profiler, need_root, profile_until, run_workload, stacks_for_pid
 
 CHAIN = {"gamma_spin", "beta", "alpha", "main"}
+INLINE_CHAIN = {"ic_inner", "ic_middle", "ic_outer", "ic_spin"}  # inlinechain.c
+SAMPLES = 200
 DAEMON_USER = "ebpf-profiler"  # run's default --user
 
 
@@ -118,3 +124,68 @@ def test_cache_files_root_created_are_handed_to_the_symbolizer(cache_dir):
         assert second.prop("Symbolizer", "PersistedEntries") > 0, second.output()
     finally:
         second.stop()
+
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", str(path)], capture_output=True, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", out)
+    assert m, out
+    return m.group(1)
+
+
+def readable_dir(prefix):
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    d.chmod(0o755)  # for the unprivileged symbolizer
+    return d
+
+
+def install_debug_file(root, binary, debug):
+    """root/.build-id/xx/yyyy.debug, as a -dbgsym package installs it under /usr/lib/debug."""
+    bid = build_id(binary)
+    d = root / ".build-id" / bid[:2]
+    d.mkdir(parents=True)
+    for p in [root / ".build-id", d]:
+        p.chmod(0o755)
+    target = d / f"{bid[2:]}.debug"
+    shutil.copy(debug, target)
+    target.chmod(0o644)
+
+
+def native_functions(profiler, pid):
+    with profiler.db() as con:
+        return {fn for frames, _ in stacks_for_pid(con, pid) for kind, fn in frames if kind == NATIVE and fn}
+
+
+def test_debug_file_installed_after_answers_were_persisted(cache_dir):
+    """The first start finds no debug file for the stripped program (an empty --debug-dir) and
+    persists answers without names; its debug file then shows up under the --debug-dir of the
+    second start, which must not answer from those rows but name the frames from it."""
+    need_root()
+    stripped, debug = WORKLOADS / "inlinechain-stripped", WORKLOADS / "inlinechain.debug"
+    if not stripped.exists() or not debug.exists():
+        pytest.skip("workload inlinechain-stripped was not built")
+    assert b".debug_info" not in stripped.read_bytes()
+    empty, root = readable_dir("ep-debug-empty-"), readable_dir("ep-debug-root-")
+    try:
+        first = Profiler(["--debug-dir", str(empty), "--cache-dir", str(cache_dir)])
+        try:
+            pid = profile_until(first, "inlinechain-stripped", SAMPLES)
+            names = native_functions(first, pid)
+            assert not INLINE_CHAIN & names, names  # nothing names them without the debug file
+            assert first.prop("Symbolizer", "PersistedInvalidated") == 0
+        finally:
+            first.stop()  # writes the rows and the file's record ("none" found)
+        assert persisted_rows(cache_dir) > 0
+
+        install_debug_file(root, stripped, debug)
+        second = Profiler(["--debug-dir", str(root), "--cache-dir", str(cache_dir)])
+        try:
+            pid = profile_until(second, "inlinechain-stripped", SAMPLES)
+            names = native_functions(second, pid)
+            assert INLINE_CHAIN <= names, (names, second.output())
+            assert second.prop("Symbolizer", "PersistedInvalidated") > 0, second.output()
+        finally:
+            second.stop()
+    finally:
+        shutil.rmtree(empty, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)

@@ -5,14 +5,22 @@
  *   - the size bound holds while many entries are inserted, the newest survive;
  *   - garbage, a newer schema and answers of another symbolizer version are thrown away;
  *   - kernel and JIT frames are never persisted;
- *   - with an event loop, queued writes are flushed from it. */
+ *   - with an event loop, queued writes are flushed from it;
+ *   - answers depend on the separate debug file too (the files table): rows computed without
+ *     one are dropped once one appears under the debug root, rows computed with one once it
+ *     is gone or the roots change, rows of a file that needs none survive that, a file is
+ *     checked once per session, a debug file found later in a session replaces the rows
+ *     computed before, and a file of the previous schema version is recreated. */
 
 #include <fcntl.h>
+#include <gelf.h>
 #include <sqlite3.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache-db.h"
+#include "debug-file.h"
 #include "resolver.h"
 #include "symbol-cache.h"
 #include "test-util.h"
@@ -119,7 +127,7 @@ static void test_round_trip(void) {
 
 /* ---- under the resolver ---- */
 
-static const char *paths[4];
+static const char *paths[8];
 static unsigned open_file_calls;
 
 static int fake_open_file(void *userdata, const uint8_t id[EP_FILE_ID_SIZE]) {
@@ -174,7 +182,7 @@ static void test_second_resolver(void) {
         symbolize_all(r, target, first, first_addr);
         CHECK_INT(open_file_calls, 1);
         CHECK_INT(stats.persisted_hits, 0);
-        CHECK_INT(info_of(c).pending, ELEMENTSOF(functions));
+        CHECK_INT(info_of(c).pending, ELEMENTSOF(functions) + 1); /* and the file's record */
         ep_resolver_free(r);
         ep_symbol_cache_free(c); /* writes the queue */
 
@@ -392,8 +400,331 @@ static void test_event_loop_flush(void) {
         sd_event_unref(e);
 }
 
+/* ---- answers and debug files ---- */
+
+enum {
+        SLOT_STRIPPED = 4, /* the inline-chain program stripped: named only through its debug file */
+        SLOT_FULL = 5,     /* the same with .symtab and DWARF: needs no debug file */
+        SLOT_LINK = 6,     /* stripped, with a .gnu_debuglink to the debug file next to it */
+};
+
+static char debug_root[] = "/tmp/test-symbol-cache-debug-XXXXXX";
+static char debug_file[512]; /* where the stripped program's debug file goes, by build ID */
+static uint64_t mark_vaddr;  /* ic_inner_mark */
+
+static void place_debug_file(bool present) {
+        char cmd[2048];
+
+        if (!present) {
+                CHECK(unlink(debug_file) == 0 || errno == ENOENT);
+                return;
+        }
+        /* The fixed build ID of the inline-chain program (symbolizer/meson.build). */
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s/.build-id/d3' && cp '%s' '%s'", debug_root,
+                 test_env("DW_PROG_DEBUG"), debug_file);
+        CHECK_INT(system(cmd), 0);
+}
+
+static uint64_t nm_vaddr(const char *path, const char *symbol) {
+        char cmd[4096];
+        unsigned long long a = 0;
+
+        snprintf(cmd, sizeof cmd, "nm --defined-only '%s' | awk '$3 == \"%s\" { print $1 }'", path, symbol);
+        FILE *p = popen(cmd, "r");
+        CHECK(p);
+        CHECK(fscanf(p, "%llx", &a) == 1);
+        pclose(p);
+        return a;
+}
+
+/* File offset of an ELF address, from the file's program headers (what the loader sends). */
+static uint64_t file_offset(const char *path, uint64_t vaddr) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        uint64_t off = UINT64_MAX;
+        size_t n;
+        Elf *e;
+
+        CHECK(fd >= 0);
+        elf_version(EV_CURRENT);
+        e = elf_begin(fd, ELF_C_READ, NULL);
+        CHECK(e);
+        CHECK(elf_getphdrnum(e, &n) == 0);
+        for (size_t i = 0; i < n; i++) {
+                GElf_Phdr ph;
+                CHECK(gelf_getphdr(e, (int) i, &ph));
+                if (ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz)
+                        off = vaddr - ph.p_vaddr + ph.p_offset;
+        }
+        elf_end(e);
+        close(fd);
+        CHECK(off != UINT64_MAX);
+        return off;
+}
+
+/* One run of the symbolizer: a cache handle and a resolver over it. */
+typedef struct Session {
+        EpSymbolCache *cache;
+        EpResolver *resolver;
+        EpSymStats stats;
+} Session;
+
+static void session_start(Session *s) {
+        *s = (Session) { .cache = open_cache(EP_SYMBOL_CACHE_DEFAULT_MAX) };
+        open_file_calls = 0;
+        CHECK_INT(ep_resolver_new(&source, NULL, &s->stats, &s->resolver), 0);
+        ep_resolver_set_symbol_cache(s->resolver, s->cache);
+}
+
+static void session_end(Session *s) {
+        ep_resolver_free(s->resolver);
+        ep_symbol_cache_free(s->cache); /* writes the queue */
+}
+
+/* ic_inner_mark of a file: as a return address one past it, or the address itself (two keys
+ * with one answer). */
+static const EpSymResult *sym_mark(Session *s, uint8_t slot, bool return_address, const char *path_hint) {
+        EpSymRequest req = {
+                .kind = EP_FRAME_NATIVE,
+                .flags = return_address ? EP_FRAME_FLAG_RETURN_ADDRESS : 0,
+                .file_id = { slot, 0x5c },
+                .addr = file_offset(paths[slot], mark_vaddr) + return_address,
+                .path = path_hint,
+        };
+        const EpSymResult *res = NULL;
+
+        CHECK_INT(ep_resolver_symbolize(s->resolver, &req, &res), 0);
+        CHECK(res);
+        return res;
+}
+
+static void check_named(const EpSymResult *res) {
+        CHECK_INT(res->status, EP_SYM_OK);
+        CHECK(res->n_lines >= 1);
+        CHECK_STR(res->lines[0].function, "ic_inner");
+}
+
+/* The file's `debug` in the table, after writing the queue. */
+static const char *recorded_debug(Session *s, uint8_t slot) {
+        static char buf[4096];
+        _cleanup_(ep_symbol_file_record_done) EpSymbolFileRecord rec = {};
+        const uint8_t id[EP_FILE_ID_SIZE] = { slot, 0x5c };
+
+        CHECK_INT(ep_symbol_cache_flush(s->cache), 0);
+        CHECK_INT(ep_symbol_cache_get_file(s->cache, id, &rec), 0);
+        snprintf(buf, sizeof buf, "%s", rec.debug);
+        return buf;
+}
+
+static void set_roots(const char *list) {
+        CHECK_INT(ep_debug_roots_set(list), 0);
+}
+
+/* (a) Rows computed when no debug file was found are dropped once one appears. */
+static void test_debug_file_appears(void) {
+        Session s;
+
+        reset_dir();
+        place_debug_file(false);
+        set_roots(debug_root);
+        session_start(&s);
+        CHECK_INT(sym_mark(&s, SLOT_STRIPPED, false, NULL)->status, EP_SYM_NOT_FOUND);
+        CHECK_INT(sym_mark(&s, SLOT_STRIPPED, true, NULL)->status, EP_SYM_NOT_FOUND);
+        CHECK_STR(recorded_debug(&s, SLOT_STRIPPED), EP_SYMBOL_CACHE_DEBUG_NONE);
+        CHECK_INT(info_of(s.cache).entries, 2);
+        session_end(&s);
+
+        place_debug_file(true);
+        session_start(&s);
+        check_named(sym_mark(&s, SLOT_STRIPPED, false, NULL));
+        CHECK_INT(s.stats.persisted_hits, 0);
+        CHECK_INT(open_file_calls, 1);
+        CHECK_INT(info_of(s.cache).invalidated_files, 1);
+        CHECK_STR(recorded_debug(&s, SLOT_STRIPPED), debug_file);
+        CHECK_INT(info_of(s.cache).entries, 1); /* the other row went with the file's record */
+        session_end(&s);
+
+        /* Nothing changed since: from the cache, without opening the file. */
+        session_start(&s);
+        check_named(sym_mark(&s, SLOT_STRIPPED, false, NULL));
+        CHECK_INT(s.stats.persisted_hits, 1);
+        CHECK_INT(open_file_calls, 0);
+        CHECK_INT(info_of(s.cache).invalidated_files, 0);
+        session_end(&s);
+        printf("debug file installed: rows computed without it dropped and computed again\n");
+}
+
+/* (b) Rows computed with a debug file are dropped once it is gone; rows without a record too.
+ * Runs after (a): the table holds an answer computed with the debug file. */
+static void test_debug_file_vanishes(void) {
+        Session s;
+
+        place_debug_file(false);
+        session_start(&s);
+        CHECK_INT(sym_mark(&s, SLOT_STRIPPED, false, NULL)->status, EP_SYM_NOT_FOUND);
+        CHECK_INT(s.stats.persisted_hits, 0);
+        CHECK_INT(info_of(s.cache).invalidated_files, 1);
+        CHECK_STR(recorded_debug(&s, SLOT_STRIPPED), EP_SYMBOL_CACHE_DEBUG_NONE);
+        session_end(&s);
+
+        /* A record missing for rows that exist: the rows cannot be trusted. */
+        sql("DELETE FROM files");
+        session_start(&s);
+        CHECK_INT(sym_mark(&s, SLOT_STRIPPED, false, NULL)->status, EP_SYM_NOT_FOUND);
+        CHECK_INT(s.stats.persisted_hits, 0);
+        CHECK_INT(info_of(s.cache).invalidated_files, 1);
+        session_end(&s);
+        printf("debug file removed: rows computed with it dropped\n");
+}
+
+/* (c) Other roots: a file that needs no debug file keeps its rows, one that used one does not. */
+static void test_roots_change(void) {
+        Session s;
+
+        reset_dir();
+        place_debug_file(true);
+        set_roots(debug_root);
+        session_start(&s);
+        check_named(sym_mark(&s, SLOT_STRIPPED, false, NULL));
+        check_named(sym_mark(&s, SLOT_FULL, false, NULL));
+        CHECK_STR(recorded_debug(&s, SLOT_FULL), EP_SYMBOL_CACHE_DEBUG_NOT_NEEDED);
+        session_end(&s);
+
+        set_roots("/nonexistent/debug-root");
+        session_start(&s);
+        check_named(sym_mark(&s, SLOT_FULL, false, NULL));
+        CHECK_INT(s.stats.persisted_hits, 1);
+        CHECK_INT(sym_mark(&s, SLOT_STRIPPED, false, NULL)->status, EP_SYM_NOT_FOUND);
+        CHECK_INT(s.stats.persisted_hits, 1);
+        CHECK_INT(open_file_calls, 1); /* the stripped one only */
+        CHECK_INT(info_of(s.cache).invalidated_files, 1);
+        session_end(&s);
+        printf("other debug roots: rows of a file needing none kept, rows made with one dropped\n");
+}
+
+/* (d) A file is checked at its first hit in a session, not at every hit: a debug file that
+ * appears later in the session counts from the next one. */
+static void test_checked_once(void) {
+        Session s;
+
+        reset_dir();
+        place_debug_file(false);
+        set_roots(debug_root);
+        session_start(&s);
+        CHECK_INT(sym_mark(&s, SLOT_STRIPPED, false, NULL)->status, EP_SYM_NOT_FOUND);
+        CHECK_INT(sym_mark(&s, SLOT_STRIPPED, true, NULL)->status, EP_SYM_NOT_FOUND);
+        session_end(&s);
+
+        session_start(&s);
+        CHECK_INT(sym_mark(&s, SLOT_STRIPPED, false, NULL)->status, EP_SYM_NOT_FOUND);
+        CHECK_INT(s.stats.persisted_hits, 1);
+        place_debug_file(true);
+        CHECK_INT(sym_mark(&s, SLOT_STRIPPED, true, NULL)->status, EP_SYM_NOT_FOUND);
+        CHECK_INT(s.stats.persisted_hits, 2);
+        CHECK_INT(info_of(s.cache).invalidated_files, 0);
+        CHECK_INT(open_file_calls, 0);
+        session_end(&s);
+
+        session_start(&s);
+        check_named(sym_mark(&s, SLOT_STRIPPED, true, NULL));
+        CHECK_INT(s.stats.persisted_hits, 0);
+        CHECK_INT(info_of(s.cache).invalidated_files, 1);
+        session_end(&s);
+        printf("a file is checked once per session\n");
+}
+
+/* A debug file found later in a session (through .gnu_debuglink, once a request carries the
+ * path): the rows computed before it are replaced, the record says what was used. */
+static void test_found_later_in_session(void) {
+        Session s;
+        char want[4096];
+
+        reset_dir();
+        set_roots("/nonexistent/debug-root");
+        session_start(&s);
+        CHECK_INT(sym_mark(&s, SLOT_LINK, false, NULL)->status, EP_SYM_NOT_FOUND);
+        check_named(sym_mark(&s, SLOT_LINK, true, paths[SLOT_LINK]));
+        snprintf(want, sizeof want, "%s", paths[SLOT_LINK]);
+        snprintf(strrchr(want, '/') + 1, sizeof want - (size_t) (strrchr(want, '/') + 1 - want), "%s",
+                 strrchr(test_env("DW_PROG_DEBUG"), '/') + 1);
+        CHECK_STR(recorded_debug(&s, SLOT_LINK), want);
+        CHECK_INT(info_of(s.cache).entries, 1);
+        session_end(&s);
+
+        /* The debuglink lookup is redone from the recorded path: still there. */
+        session_start(&s);
+        check_named(sym_mark(&s, SLOT_LINK, true, paths[SLOT_LINK]));
+        CHECK_INT(s.stats.persisted_hits, 1);
+        CHECK_INT(info_of(s.cache).invalidated_files, 0);
+        session_end(&s);
+        printf("debug file found later in a session: earlier rows replaced\n");
+}
+
+/* (e) A file of the previous schema (without `files`) is recreated, with `files`. */
+static void test_old_schema(void) {
+        _cleanup_(ep_symbol_file_record_done) EpSymbolFileRecord rec = {}, back = {};
+        EpSymbolCache *c;
+        int64_t version = 0;
+        sqlite3 *db = NULL;
+
+        reset_dir();
+        sql("CREATE TABLE meta(format TEXT NOT NULL);"
+            "CREATE TABLE symbols(file_id BLOB NOT NULL, addr INTEGER NOT NULL, flags INTEGER NOT NULL,"
+            " status INTEGER NOT NULL, elf_addr INTEGER NOT NULL, module TEXT NOT NULL, lines BLOB,"
+            " last_used INTEGER NOT NULL, PRIMARY KEY(file_id, addr, flags)) WITHOUT ROWID;"
+            "CREATE INDEX symbols_lru ON symbols(last_used);"
+            "INSERT INTO symbols VALUES (x'a1', 16, 0, 0, 4096, '', NULL, 1);"
+            "PRAGMA user_version = 1");
+        c = open_cache(EP_SYMBOL_CACHE_DEFAULT_MAX);
+        CHECK_INT(info_of(c).rebuilds, 1);
+        CHECK_INT(info_of(c).entries, 0);
+
+        rec = (EpSymbolFileRecord) { .build_id = { 0xd3, 0xa4 }, .build_id_len = 2, .debug = strdup("none"),
+                                     .path = strdup("/usr/bin/x") };
+        CHECK(rec.debug && rec.path);
+        CHECK_INT(ep_symbol_cache_put_file(c, FILE_A, &rec), 0);
+        CHECK_INT(ep_symbol_cache_flush(c), 0);
+        CHECK_INT(ep_symbol_cache_get_file(c, FILE_A, &back), 0);
+        CHECK_STR(back.debug, "none");
+        CHECK_STR(back.path, "/usr/bin/x");
+        CHECK(!back.debuglink);
+        CHECK_INT(back.build_id_len, 2);
+        CHECK_INT(back.build_id[1], 0xa4);
+        ep_symbol_cache_free(c);
+
+        CHECK_INT(sqlite3_open(db_path, &db), SQLITE_OK);
+        CHECK_INT(ep_sqlite_query_int(db, "PRAGMA user_version", &version), SQLITE_OK);
+        sqlite3_close(db);
+        CHECK_INT(version, EP_SYMBOL_CACHE_SCHEMA);
+        CHECK(EP_SYMBOL_CACHE_SCHEMA > 1);
+        printf("a file of schema 1 recreated as schema %d\n", EP_SYMBOL_CACHE_SCHEMA);
+}
+
+static void test_debug_files(void) {
+        CHECK(mkdtemp(debug_root));
+        snprintf(debug_file, sizeof debug_file, "%s/.build-id/d3/a4f1e0000000000000000000000000000dd001.debug",
+                 debug_root);
+        paths[SLOT_STRIPPED] = test_env("DW_PROG_STRIPPED");
+        paths[SLOT_FULL] = test_env("DW_PROG");
+        paths[SLOT_LINK] = test_env("DW_PROG_LINK");
+        mark_vaddr = nm_vaddr(paths[SLOT_FULL], "ic_inner_mark");
+
+        test_debug_file_appears();
+        test_debug_file_vanishes();
+        test_roots_change();
+        test_checked_once();
+        test_found_later_in_session();
+        test_old_schema();
+
+        ep_debug_roots_reset();
+        place_debug_file(false);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", debug_root);
+        CHECK_INT(system(cmd), 0);
+}
+
 int main(void) {
         (void) test_env("SYM_TEST_TARGET"); /* before anything is created: a skip leaves nothing */
+        (void) test_env("DW_PROG_STRIPPED");
         CHECK(mkdtemp(dir));
         snprintf(db_path, sizeof db_path, "%s/%s", dir, EP_SYMBOL_CACHE_FILE);
 
@@ -403,6 +734,7 @@ int main(void) {
         test_size_bound();
         test_rebuilds();
         test_event_loop_flush();
+        test_debug_files();
 
         reset_dir();
         CHECK_INT(rmdir(dir), 0);
