@@ -4,6 +4,8 @@
 /* Minimal assertions for the symbolizer's unit tests (tests/unit/test-symbolizer-*.c). */
 
 #include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,4 +115,29 @@ static inline int test_memfd_with(const char *name, const char *text) {
                 return -EIO;
         }
         return fd;
+}
+
+/* File offset of an ELF address of the file at path, from its program headers (what the loader
+ * sends for a frame). */
+static inline uint64_t test_file_offset(const char *path, uint64_t vaddr) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        uint64_t off = UINT64_MAX;
+        size_t n;
+        Elf *e;
+
+        CHECK(fd >= 0);
+        elf_version(EV_CURRENT);
+        e = elf_begin(fd, ELF_C_READ, NULL);
+        CHECK(e);
+        CHECK(elf_getphdrnum(e, &n) == 0);
+        for (size_t i = 0; i < n; i++) {
+                GElf_Phdr ph;
+                CHECK(gelf_getphdr(e, (int) i, &ph));
+                if (ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz)
+                        off = vaddr - ph.p_vaddr + ph.p_offset;
+        }
+        elf_end(e);
+        close(fd);
+        CHECK(off != UINT64_MAX);
+        return off;
 }

@@ -66,30 +66,6 @@ static uint64_t nm_address(const char *path, const char *part, bool dynamic, cha
         return found;
 }
 
-/* File offset of an ELF address, from the program headers (what the loader would send). */
-static uint64_t offset_of_vaddr(const char *path, uint64_t vaddr) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        Elf *e;
-        size_t n;
-        uint64_t off = UINT64_MAX;
-
-        CHECK(fd >= 0);
-        elf_version(EV_CURRENT);
-        e = elf_begin(fd, ELF_C_READ, NULL);
-        CHECK(e);
-        CHECK(elf_getphdrnum(e, &n) == 0);
-        for (size_t i = 0; i < n; i++) {
-                GElf_Phdr ph;
-                CHECK(gelf_getphdr(e, (int) i, &ph));
-                if (ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz)
-                        off = vaddr - ph.p_vaddr + ph.p_offset;
-        }
-        elf_end(e);
-        close(fd);
-        CHECK(off != UINT64_MAX);
-        return off;
-}
-
 /* ---- a resolver over named files ---- */
 
 static const char *files[8];
@@ -116,7 +92,7 @@ static const EpSymResult *sym(EpResolver *r, uint8_t slot, uint64_t vaddr, bool 
                 .kind = EP_FRAME_NATIVE,
                 .flags = return_address ? EP_FRAME_FLAG_RETURN_ADDRESS : 0,
                 .file_id = { slot, 0xd3 },
-                .addr = offset_of_vaddr(files[slot], vaddr),
+                .addr = test_file_offset(files[slot], vaddr),
                 .path = path_hint,
         };
         const EpSymResult *res = NULL;

@@ -437,30 +437,6 @@ static uint64_t nm_vaddr(const char *path, const char *symbol) {
         return a;
 }
 
-/* File offset of an ELF address, from the file's program headers (what the loader sends). */
-static uint64_t file_offset(const char *path, uint64_t vaddr) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        uint64_t off = UINT64_MAX;
-        size_t n;
-        Elf *e;
-
-        CHECK(fd >= 0);
-        elf_version(EV_CURRENT);
-        e = elf_begin(fd, ELF_C_READ, NULL);
-        CHECK(e);
-        CHECK(elf_getphdrnum(e, &n) == 0);
-        for (size_t i = 0; i < n; i++) {
-                GElf_Phdr ph;
-                CHECK(gelf_getphdr(e, (int) i, &ph));
-                if (ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz)
-                        off = vaddr - ph.p_vaddr + ph.p_offset;
-        }
-        elf_end(e);
-        close(fd);
-        CHECK(off != UINT64_MAX);
-        return off;
-}
-
 /* One run of the symbolizer: a cache handle and a resolver over it. */
 typedef struct Session {
         EpSymbolCache *cache;
@@ -487,7 +463,7 @@ static const EpSymResult *sym_mark(Session *s, uint8_t slot, bool return_address
                 .kind = EP_FRAME_NATIVE,
                 .flags = return_address ? EP_FRAME_FLAG_RETURN_ADDRESS : 0,
                 .file_id = { slot, 0x5c },
-                .addr = file_offset(paths[slot], mark_vaddr) + return_address,
+                .addr = test_file_offset(paths[slot], mark_vaddr) + return_address,
                 .path = path_hint,
         };
         const EpSymResult *res = NULL;
