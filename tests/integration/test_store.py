@@ -11,10 +11,10 @@ import time
 from conftest import cli, run_workload, running_profiler, stacks_for_pid
 from waiting import wait_until
 
-# A few busy workloads at 999 Hz fill it several times in 15 s. Not the smallest limit the
-# collector takes (256K): the newest interval is always kept, and with the rows it refers to it
-# was seen at 270 KB on a loaded machine (one interval left, 67 pages); a limit that it alone
-# may exceed cannot be asserted.
+# A few busy workloads at 999 Hz fill it several times in 15 s. The newest interval is always
+# kept, and with the rows it refers to it alone may be over any limit on a busy machine (seen at
+# 270 KB, and at 1 MB next to another test worker): the size is asserted whenever retention left
+# more than that interval.
 SIZE_LIMIT = 512 << 10
 # The WAL's own bound for a store this small (max(limit / 8, 1 MiB)): past it, the collector
 # copies the WAL into the file even when the file then is over the limit. The WAL holds an
@@ -84,7 +84,7 @@ def test_retention_size_keeps_the_store_small_under_load():
                     con.close()  # an open reader would hold the checkpoint back
             time.sleep(0.2)  # paces the looks (the loop ends with the workloads)
         # Twice: the first flush writes the interval the workloads ended in, the second one
-        # taken after them. The newest interval is always kept, so it must be one that fits.
+        # taken after them.
         settled_file_size(profiler)
         settled = settled_file_size(profiler)
         deleted = profiler.prop("Collector", "RetentionDeletedIntervals")
@@ -100,16 +100,21 @@ def test_retention_size_keeps_the_store_small_under_load():
         # Only a checkpoint makes the file grow, by at most what the WAL held: never without bound.
         assert max_file <= SIZE_LIMIT + WAL_TOLERANCE, max_file
         # Once retention is done with everything written, the store as SQLite sees it (WAL
-        # included) is within the limit, and so it was copied into the file, which is too.
+        # included) is within the limit, and so it was copied into the file, which is too;
+        # unless all that is left is the newest interval, which retention always keeps: the
+        # profiler is system-wide, and on a busy machine (the other test worker, a CI host's
+        # neighbours) one second of everything at 999 Hz was seen at 1 MB by itself.
+        intervals = int(sqlite(profiler.store, "SELECT count(*) FROM intervals"))
         pages = int(sqlite(profiler.store, "PRAGMA page_count")) * int(sqlite(profiler.store, "PRAGMA page_size"))
-        assert pages <= SIZE_LIMIT, (pages, sqlite(profiler.store, "SELECT count(*) FROM intervals"))
-        assert settled <= SIZE_LIMIT, (
-            f"file {settled} bytes, WAL {file_size(wal)}; pages (used+free) x size as the store sees them: "
-            f"{sqlite(profiler.store, 'PRAGMA page_count')}, {sqlite(profiler.store, 'PRAGMA freelist_count')}, "
-            f"{sqlite(profiler.store, 'PRAGMA page_size')}; intervals "
-            f"{sqlite(profiler.store, 'SELECT count(*) FROM intervals')}, "
-            f"{profiler.prop('Collector', 'RetentionDeletedIntervals')} deleted; LastError "
-            f"{profiler.prop('Collector', 'LastError')}")
+        detail = (f"file {settled} bytes, WAL {file_size(wal)}; pages (used+free) x size as the store sees them: "
+                  f"{sqlite(profiler.store, 'PRAGMA page_count')}, {sqlite(profiler.store, 'PRAGMA freelist_count')}, "
+                  f"{sqlite(profiler.store, 'PRAGMA page_size')}; {intervals} intervals left, "
+                  f"{profiler.prop('Collector', 'RetentionDeletedIntervals')} deleted; LastError "
+                  f"{profiler.prop('Collector', 'LastError')}")
+        assert intervals >= 1, detail  # the newest interval is always kept
+        if intervals > 1:
+            assert pages <= SIZE_LIMIT, detail
+            assert settled <= SIZE_LIMIT, detail
         # The newest samples are kept: the last workload's late in its run, and the last
         # interval is recent.
         assert last_seen_late, f"no samples of pid {last} in the store late in its run"
