@@ -79,12 +79,20 @@ def is_clock_frame(name, module):
     return (module is not None and "vdso" in module) or (name is not None and "clock_gettime" in name)
 
 
+SIGNAL_TRAMPOLINE = libc("__restore_rt")
+
+
 def strip_clock_frames(frames):
-    """frames: [(name, module)], leaf first."""
-    i = 0
-    while i < len(frames) and is_clock_frame(*frames[i]):
-        i += 1
-    return frames[i:]
+    """frames: [(name, module)], leaf first. Drops the clock frames at the leaf of each context:
+    the stack's own, and the interrupted one right below a signal trampoline (a handler that
+    ran while the loop looked at the clock)."""
+    out, at_leaf = [], True
+    for name, module in frames:
+        if at_leaf and is_clock_frame(name, module):
+            continue
+        out.append((name, module))
+        at_leaf = matches(name, SIGNAL_TRAMPOLINE)
+    return out
 
 
 def describe_mismatch(names, chain, limit=60):
