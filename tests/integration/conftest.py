@@ -136,6 +136,15 @@ class Profiler:
         self.busctl("call", "org.ebpfprofiler.Collector1", "/org/ebpfprofiler/Collector1",
                     "org.ebpfprofiler.Collector1", "Flush")
 
+    def flush_failure(self):
+        """flush(), for a wait: None when it worked, else why not (a wait then goes on until
+        its deadline and names what it waited for, with this as what it last saw)."""
+        try:
+            self.flush()
+        except AssertionError as e:
+            return str(e).strip()
+        return None
+
     def tables(self, pid=0):
         """Loader1.ListTables: [(path, state, seconds in that state, waited for, bytes, attempts)]
         of the files pid maps (0: of every file). None while the loader does not know pid yet."""
@@ -233,7 +242,9 @@ class Profiler:
         """Flushes until the store holds at least n samples of pid (and tid); returns how many.
         A busy machine gives a workload less CPU, so it takes longer, never fewer samples."""
         def enough():
-            self.flush()
+            failed = self.flush_failure()
+            if failed:
+                return False, failed
             got = sum(self.stack_counts(pid, tid).values())
             return got >= n, f"{got} samples"
         return int(wait_until(enough, f"{n} samples of pid {pid} in the store", timeout, interval=0.5,

@@ -297,7 +297,9 @@ def run_sampled(profiler, argv, n=SAMPLES, timeout=300):
         def enough():
             if p.poll() is not None:
                 return True, f"exited {p.returncode}"
-            profiler.flush()
+            failed = profiler.flush_failure()
+            if failed:
+                return False, failed
             got = sum(profiler.stack_counts(p.pid).values())
             return got >= n, f"{got} samples"
         wait_until(enough, f"{n} samples of {Path(argv[0]).name} (pid {p.pid}) in the store", timeout,
