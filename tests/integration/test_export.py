@@ -55,7 +55,12 @@ def pprof_top_table(text):
     for line in text.splitlines():
         m = re.match(r"\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(.+)$", line)
         if m:
-            rows[m.group(3).strip()] = (int(m.group(1)), int(m.group(2)))
+            # pprof shows a function's inlined occurrences as "NAME (inline)", on a row of their
+            # own (ld.so's dl_init_cacheinfo, when a sample lands in the start-up): top has one
+            # row per function. (A sample with both occurrences would count twice; none here.)
+            fn = m.group(3).strip().removesuffix(" (inline)")
+            flat, cum = rows.get(fn, (0, 0))
+            rows[fn] = (flat + int(m.group(1)), cum + int(m.group(2)))
     return rows, total
 
 
