@@ -87,7 +87,8 @@ static int find_debug_file(NativeFile *n, EpElfFile *elf, const char *path_hint)
         return 0;
 }
 
-int ep_native_debug_info(EpElfFile *elf, const char *path_hint, EpNativeDebugInfo *ret) {
+/* The file's state with its debug file looked for (with path_hint when it brings one). */
+static int native_file_searched(EpElfFile *elf, const char *path_hint, NativeFile **ret) {
         NativeFile *n;
         int r;
 
@@ -95,6 +96,17 @@ int ep_native_debug_info(EpElfFile *elf, const char *path_hint, EpNativeDebugInf
         if (r < 0)
                 return r;
         r = find_debug_file(n, elf, path_hint);
+        if (r < 0)
+                return r;
+        *ret = n;
+        return 0;
+}
+
+int ep_native_debug_info(EpElfFile *elf, const char *path_hint, EpNativeDebugInfo *ret) {
+        NativeFile *n;
+        int r;
+
+        r = native_file_searched(elf, path_hint, &n);
         if (r < 0)
                 return r;
         *ret = (EpNativeDebugInfo) {
@@ -181,10 +193,7 @@ int ep_native_symbolize(EpElfFile *elf, const char *path_hint, uint64_t vaddr, E
         EpDwarf *dwarf;
         int r;
 
-        r = native_file_get(elf, &n);
-        if (r < 0)
-                return r;
-        r = find_debug_file(n, elf, path_hint);
+        r = native_file_searched(elf, path_hint, &n);
         if (r < 0)
                 return r;
 

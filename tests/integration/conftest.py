@@ -343,16 +343,33 @@ def run_workload(name, seconds, *args):
     return subprocess.Popen([str(WORKLOADS / name), str(seconds), *map(str, args)])
 
 
+def run_until_sampled(profiler, argv, n, timeout=300):
+    """Runs argv until the store holds n of its samples, then SIGKILLs it (or until it ends by
+    itself); returns the Popen. A busy machine takes longer, never gives fewer samples."""
+    p = subprocess.Popen([str(a) for a in argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def enough():
+            if p.poll() is not None:
+                return True, f"exited {p.returncode}"
+            failed = profiler.flush_failure()
+            if failed:
+                return False, failed
+            got = sum(profiler.stack_counts(p.pid).values())
+            return got >= n, f"{got} samples"
+        wait_until(enough, f"{n} samples of {Path(str(argv[0])).name} (pid {p.pid}) in the store", timeout,
+                   interval=0.5, diagnosis=lambda: profiler.diagnosis([p.pid]))
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+        p.wait()
+    return p
+
+
 def profile_until(profiler, name, n, *args, timeout=120):
     """Runs workload `name` until the store holds n of its samples, stops it, settles the
-    profiler and returns its pid. The workload's own duration is only a backstop: a busy
-    machine takes longer to give n samples, never gives fewer."""
-    w = run_workload(name, timeout + 60, *args)
-    try:
-        profiler.wait_samples(w.pid, n, timeout=timeout)
-    finally:
-        w.kill()
-        w.wait()
+    profiler and returns its pid. The workload's own duration is only a backstop."""
+    w = run_until_sampled(profiler, [WORKLOADS / name, timeout + 60, *args], n, timeout)
+    assert w.returncode == -signal.SIGKILL, f"{name} exited {w.returncode} before it was stopped"
     profiler.settle()
     return w.pid
 

@@ -44,7 +44,8 @@ from shutil import which
 
 import pytest
 
-from conftest import BUILD, NATIVE, REPO, WORKLOADS, Profiler, need_root, running_profiler, samples_with_frames
+from conftest import (BUILD, NATIVE, REPO, WORKLOADS, Profiler, need_root, run_until_sampled, running_profiler,
+                      samples_with_frames)
 from waiting import wait_until
 
 sys.path.insert(0, str(REPO / "tests" / "replay"))
@@ -289,26 +290,8 @@ def run_for(argv, stop_after=None, timeout=120, stdout=subprocess.DEVNULL):
     return p
 
 
-def run_sampled(profiler, argv, n=SAMPLES, timeout=300):
-    """Runs argv until the store holds n of its samples, then SIGKILLs it (or until it ends by
-    itself); returns the Popen. A busy machine takes longer, never gives fewer samples."""
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        def enough():
-            if p.poll() is not None:
-                return True, f"exited {p.returncode}"
-            failed = profiler.flush_failure()
-            if failed:
-                return False, failed
-            got = sum(profiler.stack_counts(p.pid).values())
-            return got >= n, f"{got} samples"
-        wait_until(enough, f"{n} samples of {Path(argv[0]).name} (pid {p.pid}) in the store", timeout,
-                   interval=0.5, diagnosis=lambda: profiler.diagnosis([p.pid]))
-    finally:
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-        p.wait()
-    return p
+def run_sampled(profiler, argv, n=SAMPLES):
+    return run_until_sampled(profiler, argv, n)
 
 
 # ---- fixtures ----------------------------------------------------------------------------

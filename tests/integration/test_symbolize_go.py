@@ -12,12 +12,13 @@ inlined into main.work and main.fib is called from it. The store must show:
   - the inlined main.mix as its own line above main.work in the same frame;
   - the Go build ID of the file, as `go tool buildid` prints it.
 """
+import signal
 import subprocess
 from shutil import which
 
 import pytest
 
-from conftest import NATIVE, REPO, WORKLOADS, frame_ids, need_root, running_profiler, stacks_query
+from conftest import NATIVE, REPO, WORKLOADS, frame_ids, need_root, run_until_sampled, running_profiler, stacks_query
 from waiting import wait_until
 
 GOSPIN = WORKLOADS / "gospin"
@@ -58,13 +59,8 @@ def profiler():
 def gospin(profiler):
     """Runs the stripped Go program once for the module's tests (each may run alone), until the
     store holds SAMPLES of it (its 600 s are only a backstop); its pid."""
-    w = subprocess.Popen([str(GOSPIN), "600"])
-    try:
-        profiler.wait_samples(w.pid, SAMPLES)
-        assert w.poll() is None, f"{GOSPIN} exited {w.returncode} before it was stopped"
-    finally:
-        w.kill()
-        w.wait()
+    w = run_until_sampled(profiler, [GOSPIN, "600"], SAMPLES)
+    assert w.returncode == -signal.SIGKILL, f"{GOSPIN} exited {w.returncode} before it was stopped"
     return w.pid
 
 
