@@ -194,6 +194,11 @@ static int flush_now(Collector *c, sd_bus_message *m) {
         return 0;
 }
 
+/* A loader that takes longer to drain is busy or stuck: the interval closes with what the ring
+ * holds, so that Flush() answers well within a caller's default D-Bus timeout (25 s), which
+ * sd-bus would otherwise also wait for the loader. */
+#define LOADER_DRAIN_TIMEOUT_USEC (5 * USEC_PER_SEC)
+
 typedef struct FlushCall {
         Collector *c;
         sd_bus_message *m;
@@ -209,8 +214,13 @@ static void flush_call_free(void *userdata) {
 static int on_loader_drained(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         FlushCall *f = userdata;
 
-        /* A loader that is gone or refuses leaves only what already is in the ring. */
-        if (sd_bus_message_is_method_error(reply, NULL))
+        /* A loader that is gone or refuses leaves only what already is in the ring; what a slow
+         * one holds goes into the next interval. */
+        if (sd_bus_message_is_method_error(reply, SD_BUS_ERROR_NO_REPLY))
+                log_once(LOG_WARNING, "Loader1.Drain() did not answer within %llu s; Flush() closed the "
+                                      "interval with what the trace ring held.",
+                         (unsigned long long) (LOADER_DRAIN_TIMEOUT_USEC / USEC_PER_SEC));
+        else if (sd_bus_message_is_method_error(reply, NULL))
                 log_debug("Loader1.Drain() failed: %s", sd_bus_message_get_error(reply)->message);
         (void) flush_now(f->c, f->m);
         return 0;
@@ -218,6 +228,7 @@ static int on_loader_drained(sd_bus_message *reply, void *userdata, sd_bus_error
 
 /* What the loader still holds in the BPF ring buffer is sampled too: it drains first. */
 static int method_flush(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL;
         _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
         Collector *c = userdata;
         FlushCall *f = NULL;
@@ -227,8 +238,11 @@ static int method_flush(sd_bus_message *m, void *userdata, sd_bus_error *error) 
                 f = calloc(1, sizeof *f);
         if (f) {
                 *f = (FlushCall) { .c = c, .m = sd_bus_message_ref(m) };
-                r = sd_bus_call_method_async(c->daemon.bus, &slot, EP_BUS_LOADER, EP_PATH_LOADER,
-                                             EP_IFACE_LOADER, "Drain", on_loader_drained, f, "");
+                r = sd_bus_message_new_method_call(c->daemon.bus, &call, EP_BUS_LOADER, EP_PATH_LOADER,
+                                                   EP_IFACE_LOADER, "Drain");
+                if (r >= 0)
+                        r = sd_bus_call_async(c->daemon.bus, &slot, call, on_loader_drained, f,
+                                              LOADER_DRAIN_TIMEOUT_USEC);
                 if (r >= 0)
                         r = sd_bus_slot_set_destroy_callback(slot, flush_call_free);
                 if (r < 0)

@@ -20,6 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("EP_BUILD_DIR", REPO / "build")).resolve()
 CLI = BUILD / "cli" / "ebpf-profiler"
 WORKLOADS = BUILD / "tests" / "workloads"
+# How long a Flush() may take to be answered (closing the interval, writing it) on a loaded
+# machine before a test calls it failed.
+FLUSH_TIMEOUT = 120
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -118,9 +121,9 @@ class Profiler:
         self.log.seek(0)
         return self.log.read()
 
-    def busctl(self, *args, check=True):
-        p = subprocess.run(["busctl", f"--address={self.bus}", *map(str, args)],
-                           capture_output=True, text=True, timeout=30)
+    def busctl(self, *args, check=True, timeout=25):
+        p = subprocess.run(["busctl", f"--address={self.bus}", f"--timeout={timeout}", *map(str, args)],
+                           capture_output=True, text=True, timeout=timeout + 30)
         if check and p.returncode != 0:
             raise AssertionError(f"busctl {' '.join(map(str, args))}: {p.stderr}")
         return p.stdout
@@ -131,16 +134,25 @@ class Profiler:
         kind, _, value = out.strip().partition(" ")
         return int(value) if kind in ("t", "u", "i", "x") else value
 
-    def flush(self):
-        """Closes the collector's current interval so what was sampled so far is in the store."""
-        self.busctl("call", "org.ebpfprofiler.Collector1", "/org/ebpfprofiler/Collector1",
-                    "org.ebpfprofiler.Collector1", "Flush")
+    def flush(self, diagnose=True):
+        """Closes the collector's current interval so what was sampled so far is in the store.
+        The reply comes once the interval is written, which a loaded machine (a disk flushing
+        another test's writes, every core busy) can hold up for longer than busctl's default
+        25 s: a deadline, not a window. A Flush that still fails says where the daemons were."""
+        try:
+            self.busctl("call", "org.ebpfprofiler.Collector1", "/org/ebpfprofiler/Collector1",
+                        "org.ebpfprofiler.Collector1", "Flush", timeout=FLUSH_TIMEOUT)
+        except AssertionError as e:
+            if not diagnose:
+                raise
+            raise AssertionError(f"{str(e).strip()}\n{self.thread_stacks()}the daemons' last lines:\n" +
+                                 "\n".join("  " + l for l in self.output().splitlines()[-20:])) from None
 
     def flush_failure(self):
         """flush(), for a wait: None when it worked, else why not (a wait then goes on until
         its deadline and names what it waited for, with this as what it last saw)."""
         try:
-            self.flush()
+            self.flush(diagnose=False)
         except AssertionError as e:
             return str(e).strip()
         return None

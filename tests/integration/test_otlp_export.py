@@ -125,8 +125,8 @@ class ExportProfiler(Profiler):
 
     def exporter_flush(self):
         """Exporter1.Flush(): drains the ring and tries the spool's head now."""
-        self.busctl("--timeout=60", "call", "org.ebpfprofiler.Exporter1", "/org/ebpfprofiler/Exporter1",
-                    "org.ebpfprofiler.Exporter1", "Flush")
+        self.busctl("call", "org.ebpfprofiler.Exporter1", "/org/ebpfprofiler/Exporter1",
+                    "org.ebpfprofiler.Exporter1", "Flush", timeout=60)
 
     def wait_exporter(self, predicate, timeout=15, what="condition"):
         def check():
