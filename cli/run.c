@@ -305,7 +305,9 @@ static int lock_runtime_dir(const char *dir, int *ret_fd) {
 
 /* ---- the environment of the daemons ---- */
 
-static bool env_dropped(const char *e) {
+/* What `run` sets itself, and the exporter's OTEL_* settings (a backend's credentials among
+ * them, OTEL_EXPORTER_OTLP_HEADERS) for every daemon but the exporter. */
+static bool env_dropped(const char *e, bool exporter) {
         static const char *const drop[] = {
                 "DBUS_SYSTEM_BUS_ADDRESS=", "NOTIFY_SOCKET=", "WATCHDOG_PID=", "WATCHDOG_USEC=",
                 "LISTEN_PID=", "LISTEN_FDS=", "LISTEN_FDNAMES=", "HOME=", "USER=", "LOGNAME=",
@@ -313,10 +315,10 @@ static bool env_dropped(const char *e) {
         for (size_t i = 0; i < ELEMENTSOF(drop); i++)
                 if (startswith(e, drop[i]))
                         return true;
-        return false;
+        return !exporter && startswith(e, "OTEL_");
 }
 
-static char **make_env(const char *bus_address, const struct passwd *pw) {
+static char **make_env(const char *bus_address, const struct passwd *pw, bool exporter) {
         size_t n = 0;
         while (environ[n])
                 n++;
@@ -326,7 +328,7 @@ static char **make_env(const char *bus_address, const struct passwd *pw) {
         size_t k = 0;
         bool ok = true;
         for (size_t i = 0; i < n; i++)
-                if (!env_dropped(environ[i]))
+                if (!env_dropped(environ[i], exporter))
                         ok = ok && (env[k++] = strdup(environ[i]));
         if (bus_address)
                 ok = ok && asprintf(&env[k++], "DBUS_SYSTEM_BUS_ADDRESS=%s", bus_address) >= 0;
@@ -370,7 +372,7 @@ static int on_export_settled(sd_event_source *s, uint64_t usec, void *userdata) 
 }
 
 /* Whether the exporter has somewhere to send to: --otlp-endpoint, or the OTel variables it
- * inherits (the whole environment reaches the daemons, see make_env()). */
+ * inherits (see make_env()). */
 static bool exporting(const RunArgs *a) {
         const char *p = getenv("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT"), *g = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
         return a->endpoint || (p && *p) || (g && *g);
@@ -850,7 +852,7 @@ static int run_supervised(Run *run, const Prepared *p, const char *bus_address) 
         for (unsigned i = 0; i < _DAEMON_MAX; i++) {
                 const struct passwd *pw = daemons[i].unprivileged ? &p->pw : NULL;
                 char **argv = daemon_argv(i, p->paths[i], run->args, p->store, p->cache_dir, p->spool_dir);
-                char **env = make_env(bus_address, pw);
+                char **env = make_env(bus_address, pw, i == EXPORTER);
                 EpChildSpec spec = {
                         .name = daemons[i].name,
                         .bus_name = daemons[i].bus_name,

@@ -149,6 +149,7 @@ int main(int argc, char *argv[]) {
                 collector_done(&c);
                 return EXIT_FAILURE;
         }
+        ep_daemon_drop_exporter_environment("ebpf-profiler-collector");
         if (log_level >= 0)
                 log_set_max_level(log_level);
 

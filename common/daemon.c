@@ -4,6 +4,8 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
@@ -18,6 +20,12 @@ int ep_daemon_setup(EpDaemon *d, const char *ident) {
 
         *d = (EpDaemon) { .ident = ident };
         log_setup(ident);
+        /* No other process of our user may read our memory or environment (/proc/PID/mem,
+         * environ), attach to us or get a core dump of us, which would hold the same: a daemon
+         * taken over must gain nothing from its peers. Root keeps CAP_SYS_PTRACE for gdb. Set
+         * after any change of user, which resets it. */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return log_error_errno(errno, "Failed to make the process non-dumpable: %m");
         signal(SIGPIPE, SIG_IGN);
         /* Blocks of 256 KiB and more get mappings of their own, returned to the kernel when
          * freed. Left alone, glibc raises this threshold to the largest block freed so far (up
@@ -57,6 +65,31 @@ int ep_daemon_setup(EpDaemon *d, const char *ident) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set exit-on-disconnect: %m");
         return 0;
+}
+
+void ep_daemon_drop_exporter_environment(const char *ident) {
+        extern char **environ;
+        char names[256] = "";
+        size_t len = 0;
+
+        for (size_t i = 0; environ && environ[i];) {
+                const char *e = environ[i], *eq = strchr(e, '=');
+
+                if (!startswith(e, "OTEL_") || !eq) {
+                        i++;
+                        continue;
+                }
+                int n = snprintf(names + len, sizeof names - len, "%s%.*s", len ? ", " : "", (int) (eq - e), e);
+                len = MIN(len + (size_t) MAX(n, 0), sizeof names - 1);
+                _cleanup_free_ char *name = strndup(e, (size_t) (eq - e));
+                if (!name || unsetenv(name) < 0)
+                        break;
+                /* environ[i] is the next variable now */
+        }
+        if (len > 0)
+                log_warning("%s was started with the exporter's variables %s; it ignores them. Only the "
+                            "exporter needs them (they may hold a backend's credentials): set them for it "
+                            "alone, in /etc/ebpf-profiler/exporter.conf.", ident, names);
 }
 
 int ep_daemon_publish(EpDaemon *d, const char *bus_name, const char *path, const char *interface,

@@ -543,6 +543,7 @@ int main(int argc, char *argv[]) {
         r = ep_daemon_setup(&m.daemon, IDENT);
         if (r < 0)
                 goto finish;
+        ep_daemon_drop_exporter_environment(IDENT);
         log_set_max_level(level); /* the command line wins over the environment */
 
         r = ep_loader_client_new(&m.daemon, on_loader_changed, &m, &m.loader);

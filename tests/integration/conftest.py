@@ -77,7 +77,7 @@ def frame_ids(blob):
 class Profiler:
     """`ebpf-profiler run` in the background, with everything a test needs to talk to it."""
 
-    def __init__(self, extra_args=()):
+    def __init__(self, extra_args=(), env=None):
         # The unprivileged daemons must reach the private bus socket and the store, so this
         # cannot live under pytest's 0700 temporary directory.
         self.tmp = Path(tempfile.mkdtemp(prefix="ep-e2e-"))
@@ -86,7 +86,7 @@ class Profiler:
         self.store = tmp / "store" / "profiles.db"
         self.runtime = tmp / "run"
         self.log = open(tmp / "run.log", "w+")
-        self.env = dict(os.environ, EBPF_PROFILER_RUNTIME_DIR=str(self.runtime))
+        self.env = dict(os.environ, **(env or {}), EBPF_PROFILER_RUNTIME_DIR=str(self.runtime))
         # A cache of its own unless the test names one: what a test's profiler learns (or
         # wrongly learns) stays with it, never reaches the host's /var/cache/ebpf-profiler or
         # another test, and profilers running at once do not share files.
