@@ -48,7 +48,6 @@ typedef struct RunArgs {
         const char *cache_dir;
         const char *endpoint;
         const char *protocol;   /* --otlp-protocol, validated */
-        const char *user;
         const char *log_level;
         const char *debug_dirs[8]; /* --debug-dir, passed to the symbolizer as given */
         size_t n_debug_dirs;
@@ -63,16 +62,17 @@ static const struct {
         const char *binary;
         const char *bus_name;
         EpChildPolicy policy;
-        bool unprivileged;
+        const char *user; /* its own system user (NULL: root), so one taken over gains nothing
+                           * from the others */
 } daemons[_DAEMON_MAX] = {
         [LOADER] = { "loader", "unwinder-loader", "ebpf-profiler-loader", EP_BUS_LOADER,
-                     EP_CHILD_FATAL_AT_STARTUP, false },
+                     EP_CHILD_FATAL_AT_STARTUP, NULL },
         [SYMBOLIZER] = { "symbolizer", "symbolizer", "ebpf-profiler-symbolizer", EP_BUS_SYMBOLIZER,
-                         EP_CHILD_OPTIONAL, true },
+                         EP_CHILD_OPTIONAL, EP_SYMBOLIZER_USER },
         [COLLECTOR] = { "collector", "collector", "ebpf-profiler-collector", EP_BUS_COLLECTOR,
-                        EP_CHILD_ESSENTIAL, true },
+                        EP_CHILD_ESSENTIAL, EP_COLLECTOR_USER },
         [EXPORTER] = { "exporter", "exporter", "ebpf-profiler-exporter", EP_BUS_EXPORTER,
-                       EP_CHILD_OPTIONAL, true },
+                       EP_CHILD_OPTIONAL, EP_EXPORTER_USER },
 };
 
 typedef struct Run {
@@ -462,7 +462,8 @@ static void help(void) {
         printf("Usage: ebpf-profiler run [OPTIONS]\n"
                "\n"
                "Runs the profiler's four daemons in the foreground, without systemd: the loader\n"
-               "as root, the symbolizer, collector and exporter as an unprivileged user. Uses the\n"
+               "as root, the symbolizer, collector and exporter each as its own unprivileged\n"
+               "user (" EP_SYMBOLIZER_USER ", " EP_COLLECTOR_USER ", " EP_EXPORTER_USER "). Uses the\n"
                "system bus when it answers and has the ebpf-profiler policy, else a private bus.\n"
                "Must run as root.\n"
                "\n"
@@ -483,7 +484,7 @@ static void help(void) {
                "                             /etc/ebpf-profiler/exporter.conf)\n"
                "      --otlp-protocol PROTO  http/protobuf (default) or grpc\n"
                "      --private-bus          always start a private bus\n"
-               "      --user NAME            the unprivileged user (default " EP_UNPRIVILEGED_USER ")\n"
+
                "      --log-level LEVEL      debug, info, notice, warning, err (for all daemons)\n"
                "  -h, --help                 show this help\n");
 }
@@ -500,7 +501,6 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 ARG_ENDPOINT,
                 ARG_PROTOCOL,
                 ARG_PRIVATE_BUS,
-                ARG_USER,
                 ARG_LOG_LEVEL,
                 ARG_DEBUG_DIR,
         };
@@ -515,7 +515,6 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 { "otlp-endpoint", required_argument, NULL, ARG_ENDPOINT },
                 { "otlp-protocol", required_argument, NULL, ARG_PROTOCOL },
                 { "private-bus", no_argument, NULL, ARG_PRIVATE_BUS },
-                { "user", required_argument, NULL, ARG_USER },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "debug-dir", required_argument, NULL, ARG_DEBUG_DIR },
                 { "help", no_argument, NULL, 'h' },
@@ -580,11 +579,6 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                 case ARG_PRIVATE_BUS:
                         a->private_bus = true;
                         break;
-                case ARG_USER:
-                        if (!*optarg)
-                                return ep_usage_error("run", "--user needs a name");
-                        a->user = optarg;
-                        break;
                 case ARG_LOG_LEVEL:
                         if (log_parse_level(optarg) < 0)
                                 return ep_usage_error("run", "invalid --log-level '%s' (debug, info, notice, warning, err)",
@@ -612,25 +606,105 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
         return -1; /* go on */
 }
 
+/* Who an unprivileged daemon runs as. */
+typedef struct Identity {
+        struct passwd pw; /* pw_name and pw_dir point at the copies below */
+        char *name, *dir;
+        gid_t *groups;
+        int n_groups;
+} Identity;
+
+static void identity_done(Identity *id) {
+        free(id->name);
+        free(id->dir);
+        free(id->groups);
+        *id = (Identity) {};
+}
+
+static int identity_load(const char *user, Identity *ret) {
+        _cleanup_(identity_done) Identity id = {};
+        struct passwd *pw = getpwnam(user);
+
+        if (!pw) {
+                fprintf(stderr,
+                        "ebpf-profiler run: user '%s' does not exist. The symbolizer, collector and exporter run\n"
+                        "as system users of their own (%s, %s, %s), which the D-Bus policy\n"
+                        "names: create them with scripts/setup.sh, or with systemd-sysusers and the profiler's\n"
+                        "sysusers.d file.\n",
+                        user, EP_SYMBOLIZER_USER, EP_COLLECTOR_USER, EP_EXPORTER_USER);
+                return -ESRCH;
+        }
+        id.pw = *pw;
+        id.name = strdup(pw->pw_name);
+        id.dir = strdup(pw->pw_dir ?: "/");
+        if (!id.name || !id.dir)
+                return -ENOMEM;
+        id.pw.pw_name = id.name;
+        id.pw.pw_dir = id.dir;
+
+        for (int ng = 16;;) {
+                gid_t *g = reallocarray(id.groups, (size_t) ng, sizeof(gid_t));
+                if (!g)
+                        return -ENOMEM;
+                id.groups = g;
+                int want = ng;
+                if (getgrouplist(id.name, id.pw.pw_gid, id.groups, &want) >= 0) {
+                        id.n_groups = want;
+                        break;
+                }
+                if (want <= ng)
+                        return log_error_errno(-EINVAL, "Cannot list the groups of %s.", id.name);
+                ng = want;
+        }
+        *ret = id;
+        id = (Identity) {};
+        return 0;
+}
+
+typedef struct Prepared {
+        char *paths[_DAEMON_MAX];
+        char *policy;
+        char *store;
+        char *cache_dir;
+        char *spool_dir; /* the exporter's, next to the store */
+        Identity ids[_DAEMON_MAX]; /* of the unprivileged daemons */
+        int lock_fd;
+} Prepared;
+
+static void prepared_done(Prepared *p) {
+        for (unsigned i = 0; i < _DAEMON_MAX; i++) {
+                free(p->paths[i]);
+                identity_done(&p->ids[i]);
+        }
+        free(p->policy);
+        free(p->store);
+        free(p->cache_dir);
+        free(p->spool_dir);
+        (void) close_nointr(p->lock_fd);
+}
+
 /* argv of one daemon, with the options that concern it. */
-static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const char *store,
-                          const char *cache_dir, const char *spool_dir) {
-        const char *v[12 + 2 * ELEMENTSOF(a->debug_dirs)];
+static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const Prepared *p) {
+        const char *v[16 + 2 * ELEMENTSOF(a->debug_dirs)];
         size_t n = 0;
 
         v[n++] = path;
         switch (i) {
         case SYMBOLIZER:
                 v[n++] = "--cache-dir";
-                v[n++] = cache_dir;
+                v[n++] = p->cache_dir;
+                v[n++] = "--collector-user";
+                v[n++] = p->ids[COLLECTOR].name;
                 for (size_t k = 0; k < a->n_debug_dirs; k++) {
                         v[n++] = "--debug-dir";
                         v[n++] = a->debug_dirs[k];
                 }
                 break;
         case LOADER:
-                v[n++] = "--peer-user";
-                v[n++] = a->user;
+                v[n++] = "--symbolizer-user";
+                v[n++] = p->ids[SYMBOLIZER].name;
+                v[n++] = "--collector-user";
+                v[n++] = p->ids[COLLECTOR].name;
                 if (a->frequency) {
                         v[n++] = "--frequency";
                         v[n++] = a->frequency;
@@ -638,7 +712,9 @@ static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const 
                 break;
         case COLLECTOR:
                 v[n++] = "--store";
-                v[n++] = store;
+                v[n++] = p->store;
+                v[n++] = "--exporter-user";
+                v[n++] = p->ids[EXPORTER].name;
                 if (a->interval) {
                         v[n++] = "--interval";
                         v[n++] = a->interval;
@@ -662,7 +738,7 @@ static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const 
                         v[n++] = a->protocol;
                 }
                 v[n++] = "--spool-dir";
-                v[n++] = spool_dir;
+                v[n++] = p->spool_dir;
                 break;
         }
         if (a->log_level) {
@@ -681,69 +757,16 @@ static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const 
 
 /* ---- main ---- */
 
-typedef struct Prepared {
-        char *paths[_DAEMON_MAX];
-        char *policy;
-        char *store;
-        char *cache_dir;
-        char *spool_dir; /* the exporter's, next to the store */
-        struct passwd pw;
-        char *pw_name, *pw_dir;
-        gid_t *groups;
-        int n_groups;
-        int lock_fd;
-} Prepared;
-
-static void prepared_done(Prepared *p) {
-        for (unsigned i = 0; i < _DAEMON_MAX; i++)
-                free(p->paths[i]);
-        free(p->policy);
-        free(p->store);
-        free(p->cache_dir);
-        free(p->spool_dir);
-        free(p->pw_name);
-        free(p->pw_dir);
-        free(p->groups);
-        (void) close_nointr(p->lock_fd);
-}
-
 static int prepare(const RunArgs *a, Prepared *p) {
         _cleanup_free_ char *dir = NULL;
         int r;
 
-        struct passwd *pw = getpwnam(a->user);
-        if (!pw) {
-                fprintf(stderr,
-                        "ebpf-profiler run: user '%s' does not exist. The symbolizer, collector and exporter run\n"
-                        "as that unprivileged user: create it with scripts/setup.sh (or\n"
-                        "'useradd --system --no-create-home --shell /usr/sbin/nologin %s'), or pass --user NAME.\n",
-                        a->user, a->user);
-                return -ESRCH;
-        }
-        if (pw->pw_uid == 0)
-                log_warning("--user %s is root: the daemons will not be privilege-separated.", a->user);
-        p->pw = *pw;
-        p->pw_name = strdup(pw->pw_name);
-        p->pw_dir = strdup(pw->pw_dir ?: "/");
-        if (!p->pw_name || !p->pw_dir)
-                return -ENOMEM;
-        p->pw.pw_name = p->pw_name;
-        p->pw.pw_dir = p->pw_dir;
-
-        int ng = 16;
-        for (;;) {
-                gid_t *g = reallocarray(p->groups, (size_t) ng, sizeof(gid_t));
-                if (!g)
-                        return -ENOMEM;
-                p->groups = g;
-                int want = ng;
-                if (getgrouplist(p->pw_name, p->pw.pw_gid, p->groups, &want) >= 0) {
-                        p->n_groups = want;
-                        break;
-                }
-                if (want <= ng)
-                        return log_error_errno(-EINVAL, "Cannot list the groups of %s.", p->pw_name);
-                ng = want;
+        for (unsigned i = 0; i < _DAEMON_MAX; i++) {
+                if (!daemons[i].user)
+                        continue;
+                r = identity_load(daemons[i].user, &p->ids[i]);
+                if (r < 0)
+                        return r;
         }
 
         r = exe_dir(&dir);
@@ -770,14 +793,15 @@ static int prepare(const RunArgs *a, Prepared *p) {
         r = lock_runtime_dir(ep_runtime_dir(), &p->lock_fd);
         if (r < 0)
                 return r;
-        r = prepare_store(p->store, &p->pw);
+        r = prepare_store(p->store, &p->ids[COLLECTOR].pw);
         if (r < 0)
                 return r;
-        r = prepare_spool(p->store, &p->pw, &p->spool_dir);
+        r = prepare_spool(p->store, &p->ids[EXPORTER].pw, &p->spool_dir);
         if (r < 0)
                 return r;
         /* The symbolizer's cache; not fatal if it cannot be made. */
-        (void) prepare_state_dir(p->cache_dir, streq(p->cache_dir, EP_CACHE_DIR), &p->pw, "symbolizer");
+        (void) prepare_state_dir(p->cache_dir, streq(p->cache_dir, EP_CACHE_DIR), &p->ids[SYMBOLIZER].pw,
+                                 "symbolizer");
         return 0;
 }
 
@@ -850,8 +874,9 @@ static int run_supervised(Run *run, const Prepared *p, const char *bus_address) 
         ep_supervisor_set_ready_callback(run->sup, on_ready, run);
 
         for (unsigned i = 0; i < _DAEMON_MAX; i++) {
-                const struct passwd *pw = daemons[i].unprivileged ? &p->pw : NULL;
-                char **argv = daemon_argv(i, p->paths[i], run->args, p->store, p->cache_dir, p->spool_dir);
+                const Identity *id = &p->ids[i];
+                const struct passwd *pw = daemons[i].user ? &id->pw : NULL;
+                char **argv = daemon_argv(i, p->paths[i], run->args, p);
                 char **env = make_env(bus_address, pw, i == EXPORTER);
                 EpChildSpec spec = {
                         .name = daemons[i].name,
@@ -859,11 +884,11 @@ static int run_supervised(Run *run, const Prepared *p, const char *bus_address) 
                         .argv = argv,
                         .env = env,
                         .policy = daemons[i].policy,
-                        .unprivileged = daemons[i].unprivileged,
-                        .uid = p->pw.pw_uid,
-                        .gid = p->pw.pw_gid,
-                        .groups = p->groups,
-                        .n_groups = (size_t) p->n_groups,
+                        .unprivileged = daemons[i].user != NULL,
+                        .uid = id->pw.pw_uid,
+                        .gid = id->pw.pw_gid,
+                        .groups = id->groups,
+                        .n_groups = (size_t) id->n_groups,
                 };
                 r = argv && env ? ep_supervisor_add(run->sup, &spec) : -ENOMEM;
                 free(argv);
@@ -892,7 +917,6 @@ int verb_run(int argc, char **argv) {
         RunArgs a = {
                 .store = EP_STORE_DEFAULT_PATH,
                 .cache_dir = EP_CACHE_DIR,
-                .user = EP_UNPRIVILEGED_USER,
         };
         int r = parse_args(argc, argv, &a);
         if (r >= 0)
@@ -904,8 +928,7 @@ int verb_run(int argc, char **argv) {
         if (geteuid() != 0) {
                 fprintf(stderr,
                         "ebpf-profiler run: must run as root: the loader needs BPF and perf privileges and\n"
-                        "the other daemons are started as user '%s'. Try: sudo ebpf-profiler run\n",
-                        a.user);
+                        "the other daemons are started as their own users. Try: sudo ebpf-profiler run\n");
                 return EXIT_FAILURE;
         }
 
@@ -950,9 +973,9 @@ int verb_run(int argc, char **argv) {
         char span[32] = "";
         if (a.duration_ns)
                 ep_format_span(a.duration_ns, span, sizeof(span));
-        printf("ebpf-profiler: starting the daemons on the %s (%s) as root and '%s'; store %s%s%s.\n", bus_kind,
-               bus_address ?: "/run/dbus/system_bus_socket", p.pw_name, p.store, a.duration_ns ? "; for " : "",
-               span);
+        printf("ebpf-profiler: starting the daemons on the %s (%s) as root, '%s', '%s' and '%s'; store %s%s%s.\n",
+               bus_kind, bus_address ?: "/run/dbus/system_bus_socket", p.ids[SYMBOLIZER].name,
+               p.ids[COLLECTOR].name, p.ids[EXPORTER].name, p.store, a.duration_ns ? "; for " : "", span);
         fflush(stdout);
 
         r = run_supervised(&run, &p, bus_address);

@@ -196,7 +196,8 @@ int ep_view_open_store(const EpViewOptions *o, const char *verb, sqlite3 **ret) 
                 break;
         case -EACCES:
         case -EPERM:
-                fprintf(stderr, "ebpf-profiler %s: cannot read %s: %s (try as root, or a member of the store's group).\n",
+                fprintf(stderr, "ebpf-profiler %s: cannot read %s: %s (try as root, or as a member of the store's "
+                                "group, " EP_COLLECTOR_USER ").\n",
                         verb, o->store, strerror(-r));
                 break;
         case -EPROTO:

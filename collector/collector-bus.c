@@ -177,6 +177,10 @@ static int method_open_export_ring(sd_bus_message *m, void *userdata, sd_bus_err
         Collector *c = userdata;
         int memfd, efd, r;
 
+        /* The bus policy restricts this too; the ring holds every profile, so check again. */
+        r = ep_bus_check_caller_uid(m, error, c->exporter_uid, "open the export ring");
+        if (r < 0)
+                return r;
         r = collector_export_open(c, &memfd, &efd);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Cannot create the export ring: %m");

@@ -18,6 +18,8 @@ int collector_init(Collector *c) {
                 .max_frames = COLLECTOR_MAX_FRAMES,
                 .frequency_hz = COLLECTOR_DEFAULT_FREQUENCY_HZ,
                 .next_seq = 1,
+                .exporter_user = EP_EXPORTER_USER,
+                .exporter_uid = UID_INVALID,
         };
         retention_init(&c->retention, &RETENTION_POLICY_DEFAULT);
         r = file_table_init(&c->files);

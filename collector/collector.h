@@ -55,6 +55,8 @@ typedef struct SymClient {
 typedef struct Collector {
         /* configuration */
         char *store_path;
+        const char *exporter_user; /* --exporter-user */
+        uid_t exporter_uid;        /* besides root, who may open the export ring; UID_INVALID: none */
         uint64_t interval_ns;
         uint32_t max_frames; /* COLLECTOR_MAX_FRAMES */
 

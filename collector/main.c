@@ -27,6 +27,8 @@ static void help(void) {
                "                        (default: 3d)\n"
                "  --retention-size SIZE delete the oldest intervals while the store is larger,\n"
                "                        e.g. 500M, 2G; 0: no limit (default: 1G)\n"
+               "  --exporter-user NAME  the exporter's user: only it and root may open the\n"
+               "                        export ring (default: " EP_EXPORTER_USER ")\n"
                "  --log-level LEVEL     debug, info, notice, warning, err, ...\n"
                "  -h --help             show this help\n"
                "  --version             show the version\n",
@@ -47,13 +49,14 @@ static int usage_error(const char *format, ...) {
 
 /* Returns 1 to run, 0 to exit successfully (--help, --version), < 0 on a usage error. */
 static int parse_argv(int argc, char *argv[], Collector *c, int *ret_log_level) {
-        enum { ARG_STORE = 0x100, ARG_INTERVAL, ARG_RETENTION_AGE, ARG_RETENTION_SIZE, ARG_LOG_LEVEL,
-               ARG_VERSION };
+        enum { ARG_STORE = 0x100, ARG_INTERVAL, ARG_RETENTION_AGE, ARG_RETENTION_SIZE, ARG_EXPORTER_USER,
+               ARG_LOG_LEVEL, ARG_VERSION };
         static const struct option options[] = {
                 { "store", required_argument, NULL, ARG_STORE },
                 { "interval", required_argument, NULL, ARG_INTERVAL },
                 { "retention-age", required_argument, NULL, ARG_RETENTION_AGE },
                 { "retention-size", required_argument, NULL, ARG_RETENTION_SIZE },
+                { "exporter-user", required_argument, NULL, ARG_EXPORTER_USER },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -102,6 +105,9 @@ static int parse_argv(int argc, char *argv[], Collector *c, int *ret_log_level) 
                         c->retention.policy.max_bytes = bytes;
                         break;
                 }
+                case ARG_EXPORTER_USER:
+                        c->exporter_user = optarg;
+                        break;
                 case ARG_LOG_LEVEL:
                         *ret_log_level = log_parse_level(optarg);
                         if (*ret_log_level < 0)
@@ -150,6 +156,7 @@ int main(int argc, char *argv[]) {
                 return EXIT_FAILURE;
         }
         ep_daemon_drop_exporter_environment("ebpf-profiler-collector");
+        c.exporter_uid = ep_peer_user_uid(c.exporter_user, "--exporter-user");
         if (log_level >= 0)
                 log_set_max_level(log_level);
 

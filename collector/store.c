@@ -234,7 +234,9 @@ static int mkdir_parents(const char *path) {
         return 0;
 }
 
-/* The CLI runs as other users: the database and its WAL companions must be readable. */
+/* The CLI runs as other users: the database and its WAL companions are readable by the
+ * collector's group (administrators join it), and by nobody else: they hold every process's
+ * stacks, and the other daemons' users have no business with them. */
 static void make_readable(const char *path) {
         static const char *const suffixes[] = { "", "-wal", "-shm" };
 
@@ -244,9 +246,9 @@ static void make_readable(const char *path) {
 
                 if ((size_t) snprintf(p, sizeof(p), "%s%s", path, suffixes[i]) >= sizeof(p))
                         continue;
-                if (stat(p, &st) < 0 || (st.st_mode & 0777) == 0644)
+                if (stat(p, &st) < 0 || (st.st_mode & 0777) == 0640)
                         continue;
-                if (chmod(p, 0644) < 0)
+                if (chmod(p, 0640) < 0)
                         log_warning_errno(-errno, "Cannot make %s readable for the CLI: %m", p);
         }
 }

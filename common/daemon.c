@@ -2,6 +2,7 @@
 #include <getopt.h>
 #include <malloc.h>
 #include <math.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -190,12 +191,19 @@ int ep_bus_check_caller_uid(sd_bus_message *m, sd_bus_error *error, uid_t peer_u
                 return r;
         if (uid != 0 && (peer_uid == UID_INVALID || uid != peer_uid))
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
-                                         "Only root or the profiler's own user may %s", what);
+                                         "Only root or the ebpf-profiler daemon that needs it may %s", what);
         return 0;
 }
 
-int ep_bus_check_caller_privileged(sd_bus_message *m, sd_bus_error *error, const char *what) {
-        return ep_bus_check_caller_uid(m, error, geteuid(), what);
+uid_t ep_peer_user_uid(const char *user, const char *option) {
+        struct passwd *pw = getpwnam(user);
+
+        if (!pw) {
+                log_notice("User '%s' (%s) does not exist: only root may call the methods meant for it.", user,
+                           option);
+                return UID_INVALID;
+        }
+        return pw->pw_uid;
 }
 
 /* ---- peer tracking ---- */

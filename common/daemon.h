@@ -35,12 +35,14 @@ int ep_daemon_publish(EpDaemon *d, const char *bus_name, const char *path, const
 int ep_daemon_run(EpDaemon *d);
 void ep_daemon_done(EpDaemon *d);
 void ep_daemon_status(EpDaemon *d, const char *format, ...) _printf_(2, 3);
-/* Refuses a method call unless it comes from root or from our own user (the bus policy says
- * the same; a daemon handing out descriptors checks again). 0 when allowed, else a negative
- * errno with *error set to AccessDenied saying "Only root or ... may <what>". */
-int ep_bus_check_caller_privileged(sd_bus_message *m, sd_bus_error *error, const char *what);
-/* The same, allowing root and peer_uid (UID_INVALID: root only). */
+/* Refuses a method call unless it comes from root or from peer_uid (UID_INVALID: root only),
+ * the user of the daemon that needs it (the bus policy says the same; a daemon handing out
+ * descriptors checks again). 0 when allowed, else a negative errno with *error set to
+ * AccessDenied saying "Only root or ... may <what>". */
 int ep_bus_check_caller_uid(sd_bus_message *m, sd_bus_error *error, uid_t peer_uid, const char *what);
+/* The uid of the peer daemon's user (named by option), for ep_bus_check_caller_uid();
+ * UID_INVALID, with a notice, when there is no such user. */
+uid_t ep_peer_user_uid(const char *user, const char *option);
 
 /* Emits PropertiesChanged for the NULL-terminated list of property names. */
 void ep_daemon_properties_changed(EpDaemon *d, const char *first, ...);

@@ -61,9 +61,13 @@ if [ ${#missing[@]} -gt 0 ]; then
         apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The unprivileged daemons run as this static system user (see docs/ARCHITECTURE.md).
-getent passwd ebpf-profiler >/dev/null ||
-        useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ebpf-profiler
+# The unprivileged daemons run as static system users of their own, as the package makes them:
+# from the sysusers.d file (docs/systemd.md), with the default names put in.
+sysusers=$(mktemp)
+sed -e 's/@user@/ebpf-profiler/' -e 's/@symbolizer_user@/ebpf-profiler-symbolizer/' \
+    -e 's/@exporter_user@/ebpf-profiler-exporter/' units/ebpf-profiler.sysusers >"$sysusers"
+systemd-sysusers "$sysusers" || { rm -f "$sysusers"; echo "setup.sh: cannot create the daemons' users" >&2; exit 1; }
+rm -f "$sysusers"
 
 # The loader attaches tracepoints (tracefs) and may pin maps (bpffs). systemd mounts both at
 # boot; on a host or container without it they may be missing.

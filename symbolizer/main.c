@@ -30,6 +30,7 @@
 #define IDENT "ebpf-profiler-symbolizer"
 #define PROPERTIES_PERIOD_USEC (2 * USEC_PER_SEC)
 
+static const char *arg_collector_user = EP_COLLECTOR_USER;
 static const char *arg_cache_dir = EP_CACHE_DIR;
 static uint64_t arg_cache_max_size = EP_UNWIND_CACHE_DEFAULT_MAX;
 static uint64_t arg_symbol_cache_max_size = EP_SYMBOL_CACHE_DEFAULT_MAX;
@@ -43,6 +44,7 @@ typedef struct Manager {
         EpUnwindService *unwind;
         EpSymbolCache *symbol_cache; /* NULL: answers are not persisted */
         sd_event_source *props_timer;
+        uid_t collector_uid; /* besides root, who may open a session; UID_INVALID: none */
 
         /* What PropertiesChanged last announced. */
         EpSymStats published;
@@ -74,7 +76,7 @@ static int method_open_session(sd_bus_message *msg, void *userdata, sd_bus_error
         int r;
 
         /* The bus policy already restricts this; the rings are ours to give, so check too. */
-        r = ep_bus_check_caller_privileged(msg, error, "open a session");
+        r = ep_bus_check_caller_uid(msg, error, m->collector_uid, "open a session");
         if (r < 0)
                 return r;
 
@@ -403,6 +405,9 @@ static void help(void) {
                "     --log-level=LEVEL   debug, info, notice, warning, err (default: info)\n"
                "     --user=NAME         When started as root, switch to this user (the service\n"
                "                         uses %s); all capabilities are dropped either way\n"
+               "     --collector-user=NAME\n"
+               "                         The collector's user: only it and root may open a\n"
+               "                         session (default: %s)\n"
                "     --cache-dir=DIR     Keep extracted unwind tables and symbols in DIR\n"
                "                         (default: %s;\n"
                "                         \"\" for none)\n"
@@ -414,13 +419,14 @@ static void help(void) {
                "     --debug-dir=DIR     Look for separate debug files under DIR (by build ID,\n"
                "                         DIR/.build-id/xx/rest.debug, and by .gnu_debuglink);\n"
                "                         repeatable or a colon list (default: %s)\n",
-               program_invocation_short_name, EP_BUS_SYMBOLIZER, EP_UNPRIVILEGED_USER, EP_CACHE_DIR, EP_DEBUG_ROOT);
+               program_invocation_short_name, EP_BUS_SYMBOLIZER, EP_SYMBOLIZER_USER, EP_COLLECTOR_USER, EP_CACHE_DIR, EP_DEBUG_ROOT);
 }
 
 enum {
         ARG_VERSION = 0x100,
         ARG_LOG_LEVEL,
         ARG_USER,
+        ARG_COLLECTOR_USER,
         ARG_CACHE_DIR,
         ARG_CACHE_MAX_SIZE,
         ARG_SYMBOL_CACHE_MAX_SIZE,
@@ -457,6 +463,7 @@ static int parse_argv(int argc, char *argv[], const char **ret_user) {
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "user", required_argument, NULL, ARG_USER },
+                { "collector-user", required_argument, NULL, ARG_COLLECTOR_USER },
                 { "cache-dir", required_argument, NULL, ARG_CACHE_DIR },
                 { "cache-max-size", required_argument, NULL, ARG_CACHE_MAX_SIZE },
                 { "symbol-cache-max-size", required_argument, NULL, ARG_SYMBOL_CACHE_MAX_SIZE },
@@ -484,6 +491,9 @@ static int parse_argv(int argc, char *argv[], const char **ret_user) {
                         break;
                 case ARG_USER:
                         *ret_user = optarg;
+                        break;
+                case ARG_COLLECTOR_USER:
+                        arg_collector_user = optarg;
                         break;
                 case ARG_CACHE_DIR:
                         arg_cache_dir = optarg;
@@ -544,6 +554,7 @@ int main(int argc, char *argv[]) {
         if (r < 0)
                 goto finish;
         ep_daemon_drop_exporter_environment(IDENT);
+        m.collector_uid = ep_peer_user_uid(arg_collector_user, "--collector-user");
         log_set_max_level(level); /* the command line wins over the environment */
 
         r = ep_loader_client_new(&m.daemon, on_loader_changed, &m, &m.loader);

@@ -95,6 +95,6 @@ int ep_drop_privileges(const char *user) {
 
         if (geteuid() == 0)
                 log_warning("Running as root without capabilities. Use --user=%s (as the service "
-                            "does) so the symbolizer owns nothing either.", EP_UNPRIVILEGED_USER);
+                            "does) so the symbolizer owns nothing either.", EP_SYMBOLIZER_USER);
         return 0;
 }

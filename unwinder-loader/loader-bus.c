@@ -70,12 +70,19 @@ static int consumer_gone(sd_bus_track *t, void *userdata) {
         return 0;
 }
 
-/* Descriptors opened with root's reach go only to root and the profiler's own user (the bus
- * policy says so too). */
-static int check_peer(sd_bus_message *m, void *userdata, sd_bus_error *error, const char *what) {
+/* Descriptors opened with root's reach go only to root and the daemon that needs them (the bus
+ * policy says so too): the trace ring to the collector, files, memory and kernel symbols to the
+ * symbolizer. */
+static int check_collector(sd_bus_message *m, void *userdata, sd_bus_error *error, const char *what) {
         Loader *l = userdata;
 
-        return ep_bus_check_caller_uid(m, error, l->peer_uid, what);
+        return ep_bus_check_caller_uid(m, error, l->collector_uid, what);
+}
+
+static int check_symbolizer(sd_bus_message *m, void *userdata, sd_bus_error *error, const char *what) {
+        Loader *l = userdata;
+
+        return ep_bus_check_caller_uid(m, error, l->symbolizer_uid, what);
 }
 
 static int method_open_trace_ring(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -83,7 +90,7 @@ static int method_open_trace_ring(sd_bus_message *m, void *userdata, sd_bus_erro
         uint64_t discarded;
         int r;
 
-        r = check_peer(m, userdata, error, "open the trace ring");
+        r = check_collector(m, userdata, error, "open the trace ring");
         if (r < 0)
                 return r;
 
@@ -106,7 +113,7 @@ static int method_drain(sd_bus_message *m, void *userdata, sd_bus_error *error) 
         Loader *l = userdata;
         int r;
 
-        r = check_peer(m, userdata, error, "drain the samples");
+        r = check_collector(m, userdata, error, "drain the samples");
         if (r < 0)
                 return r;
         loader_drain(l);
@@ -122,7 +129,7 @@ static int method_open_file(sd_bus_message *m, void *userdata, sd_bus_error *err
         uint32_t key;
         int r;
 
-        r = check_peer(m, userdata, error, "open mapped files");
+        r = check_symbolizer(m, userdata, error, "open mapped files");
         if (r < 0)
                 return r;
 
@@ -142,7 +149,7 @@ static int method_open_file(sd_bus_message *m, void *userdata, sd_bus_error *err
 }
 
 /* Replies with a descriptor of a /proc file opened with the loader's credentials (real
- * addresses), for a caller check_peer() admits; no_file_message for ENOENT when given. */
+ * addresses), for a caller check_symbolizer() admits; no_file_message for ENOENT when given. */
 static int reply_proc_file(sd_bus_message *m, void *userdata, sd_bus_error *error, const char *path,
                            const char *no_file_message) {
         _cleanup_close_ int fd = -EBADF;
@@ -150,7 +157,7 @@ static int reply_proc_file(sd_bus_message *m, void *userdata, sd_bus_error *erro
         int r;
 
         snprintf(what, sizeof what, "open %s", path);
-        r = check_peer(m, userdata, error, what);
+        r = check_symbolizer(m, userdata, error, what);
         if (r < 0)
                 return r;
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -176,7 +183,7 @@ static int method_list_bpf_programs(sd_bus_message *m, void *userdata, sd_bus_er
         size_t n = 0;
         int r;
 
-        r = check_peer(m, userdata, error, "list BPF programs");
+        r = check_symbolizer(m, userdata, error, "list BPF programs");
         if (r < 0)
                 return r;
 
@@ -216,7 +223,8 @@ static int method_list_tables(sd_bus_message *m, void *userdata, sd_bus_error *e
         uint32_t pid;
         int r;
 
-        r = check_peer(m, userdata, error, "list the unwind tables");
+        /* Which files every process maps: no daemon needs that, an administrator does. */
+        r = ep_bus_check_caller_uid(m, error, UID_INVALID, "list the unwind tables");
         if (r < 0)
                 return r;
         r = sd_bus_message_read(m, "u", &pid);
@@ -264,7 +272,7 @@ static int method_open_perf_map(sd_bus_message *m, void *userdata, sd_bus_error 
         uint32_t pid;
         int r;
 
-        r = check_peer(m, userdata, error, "open perf maps");
+        r = check_symbolizer(m, userdata, error, "open perf maps");
         if (r < 0)
                 return r;
 
@@ -294,7 +302,7 @@ static int method_open_process_memory(sd_bus_message *m, void *userdata, sd_bus_
         EpProcess *p;
         int r;
 
-        r = check_peer(m, userdata, error, "open process memory");
+        r = check_symbolizer(m, userdata, error, "open process memory");
         if (r < 0)
                 return r;
         r = read_pid(m, error, &pid);

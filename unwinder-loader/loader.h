@@ -31,8 +31,10 @@ typedef struct Loader {
         uint32_t frequency;
         bool include_idle;
         uint64_t unload_delay_ns; /* --unload-delay */
-        const char *peer_user;    /* --peer-user */
-        uid_t peer_uid;           /* its uid; UID_INVALID: only root may ask for descriptors */
+        /* --symbolizer-user, --collector-user and their uids (UID_INVALID: root only): who
+         * besides root may ask for the descriptors each of them needs. */
+        const char *symbolizer_user, *collector_user;
+        uid_t symbolizer_uid, collector_uid;
 
         /* BPF side */
         EpBpf *bpf;

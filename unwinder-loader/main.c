@@ -42,8 +42,11 @@ static void help(void) {
                "\n"
                "  --frequency HZ       samples per second per CPU, 1..%u (default %u)\n"
                "  --include-idle       also record samples of idle CPUs\n"
-               "  --peer-user NAME     the user the symbolizer and collector run as; only it and\n"
-               "                       root may ask for descriptors (default " EP_UNPRIVILEGED_USER ")\n"
+               "  --symbolizer-user NAME  the symbolizer's user: only it and root may open mapped\n"
+               "                       files, perf maps, process memory, kernel symbols\n"
+               "                       (default " EP_SYMBOLIZER_USER ")\n"
+               "  --collector-user NAME   the collector's user: only it and root may open the\n"
+               "                       trace ring and drain it (default " EP_COLLECTOR_USER ")\n"
                "  --unload-delay TIME  unload a file's unwind table this long after the last\n"
                "                       process mapping it went away (default 60s)\n"
                "  --log-level LEVEL    err, warning, notice, info (default) or debug\n"
@@ -54,11 +57,13 @@ static void help(void) {
 
 /* Returns 1 to run, 0 to exit successfully, -EINVAL after a usage message. */
 static int parse_args(int argc, char **argv, Loader *l) {
-        enum { ARG_FREQUENCY = 0x100, ARG_INCLUDE_IDLE, ARG_PEER_USER, ARG_UNLOAD_DELAY, ARG_LOG_LEVEL, ARG_VERSION };
+        enum { ARG_FREQUENCY = 0x100, ARG_INCLUDE_IDLE, ARG_SYMBOLIZER_USER, ARG_COLLECTOR_USER,
+               ARG_UNLOAD_DELAY, ARG_LOG_LEVEL, ARG_VERSION };
         static const struct option options[] = {
                 { "frequency", required_argument, NULL, ARG_FREQUENCY },
                 { "include-idle", no_argument, NULL, ARG_INCLUDE_IDLE },
-                { "peer-user", required_argument, NULL, ARG_PEER_USER },
+                { "symbolizer-user", required_argument, NULL, ARG_SYMBOLIZER_USER },
+                { "collector-user", required_argument, NULL, ARG_COLLECTOR_USER },
                 { "unload-delay", required_argument, NULL, ARG_UNLOAD_DELAY },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "help", no_argument, NULL, 'h' },
@@ -83,8 +88,11 @@ static int parse_args(int argc, char **argv, Loader *l) {
                 case ARG_INCLUDE_IDLE:
                         l->include_idle = true;
                         break;
-                case ARG_PEER_USER:
-                        l->peer_user = optarg;
+                case ARG_SYMBOLIZER_USER:
+                        l->symbolizer_user = optarg;
+                        break;
+                case ARG_COLLECTOR_USER:
+                        l->collector_user = optarg;
                         break;
                 case ARG_UNLOAD_DELAY:
                         if (ep_parse_duration(optarg, &v) < 0) {
@@ -115,19 +123,6 @@ static int parse_args(int argc, char **argv, Loader *l) {
         if (ep_daemon_no_arguments("ebpf-profiler-loader", argc, argv) < 0)
                 return -EINVAL;
         return 1;
-}
-
-/* The bus policy already limits who may ask for descriptors; the loader checks again, since
- * what it hands out was opened with root's reach. */
-static uid_t peer_uid(const char *user) {
-        struct passwd *pw = getpwnam(user);
-
-        if (!pw) {
-                log_notice("User '%s' (--peer-user) does not exist: only root may ask the loader for "
-                           "descriptors.", user);
-                return UID_INVALID;
-        }
-        return pw->pw_uid;
 }
 
 static bool have_capability(const struct __user_cap_data_struct caps[2], int cap) {
@@ -362,12 +357,16 @@ int main(int argc, char **argv) {
 
         l->frequency = LOADER_FREQUENCY_DEFAULT;
         l->unload_delay_ns = LOADER_UNLOAD_DELAY_DEFAULT_NS;
-        l->peer_user = EP_UNPRIVILEGED_USER;
+        l->symbolizer_user = EP_SYMBOLIZER_USER;
+        l->collector_user = EP_COLLECTOR_USER;
         log_setup("ebpf-profiler-loader");
         r = parse_args(argc, argv, l);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
-        l->peer_uid = peer_uid(l->peer_user);
+        /* The bus policy already limits who may ask for descriptors; the loader checks again,
+         * since what it hands out was opened with root's reach. */
+        l->symbolizer_uid = ep_peer_user_uid(l->symbolizer_user, "--symbolizer-user");
+        l->collector_uid = ep_peer_user_uid(l->collector_user, "--collector-user");
 
         if (check_privileges() < 0 || check_btf() < 0)
                 return 1;

@@ -39,7 +39,9 @@ SNAPSHOT_HELP = ("Refresh the snapshots from the running daemons with\n"
                  "every new or changed member in docs/dbus.md.")
 EMITS = "org.freedesktop.DBus.Property.EmitsChangedSignal"
 UNPRIVILEGED_USER = "nobody"
-DAEMON_USER = "ebpf-profiler"
+# Each unprivileged daemon's own user (run's defaults, scripts/setup.sh makes them).
+DAEMON_USERS = {"Collector": "ebpf-profiler", "Symbolizer": "ebpf-profiler-symbolizer",
+                "Exporter": "ebpf-profiler-exporter"}
 
 
 def bus_name(daemon):
@@ -187,7 +189,7 @@ def parse_args(cell):
 
 
 def policy_callers(iface, member):
-    """Who units/org.ebpfprofiler.conf lets call iface.member: "root", DAEMON_USER, "everyone"."""
+    """Who units/org.ebpfprofiler.conf lets call iface.member: "root", a daemon's user, "everyone"."""
     who = set()
     for pol in ET.parse(POLICY).getroot().iter("policy"):
         for rule in pol.findall("allow"):
@@ -572,40 +574,53 @@ def test_unprivileged_user_cannot_set_properties(profiler):
     assert denied(p), p.stderr
 
 
-@pytest.mark.parametrize("user", [UNPRIVILEGED_USER, DAEMON_USER])
-def test_names_cannot_be_taken(profiler, user):
-    """Nobody but root owns the loader's name; nobody but root and the daemons' user the others."""
-    try:
-        pwd.getpwnam(user)
-    except KeyError:
-        pytest.skip(f"no user {user}")
-    def request_name(daemon):
-        # DO_NOT_QUEUE: an allowed request for a taken name answers 3 (EXISTS) and changes nothing.
-        return busctl_as(profiler, user, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                         "org.freedesktop.DBus", "RequestName", "su", bus_name(daemon), 4)
+def request_name(profiler, user, daemon):
+    # DO_NOT_QUEUE: an allowed request for a taken name answers 3 (EXISTS) and changes nothing.
+    return busctl_as(profiler, user, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                     "org.freedesktop.DBus", "RequestName", "su", bus_name(daemon), 4)
 
-    for daemon in DAEMONS if user == UNPRIVILEGED_USER else ("Loader",):
-        p = request_name(daemon)
+
+def test_names_cannot_be_taken_by_others(profiler):
+    """Nobody but root owns the loader's name; nobody but root and each daemon's user the others."""
+    for daemon in DAEMONS:
+        p = request_name(profiler, UNPRIVILEGED_USER, daemon)
         assert denied(p), (daemon, p.stdout, p.stderr)
-    if user == DAEMON_USER:
-        # The control: the policy lets this user try for its own names.
-        for daemon in ("Symbolizer", "Collector", "Exporter"):
-            p = request_name(daemon)
+
+
+@pytest.mark.parametrize("owner", sorted(DAEMON_USERS))
+def test_each_daemon_user_owns_its_own_name_only(profiler, owner):
+    user = DAEMON_USERS[owner]
+    pwd.getpwnam(user)  # scripts/setup.sh makes it: a KeyError here is a broken set-up
+    for daemon in DAEMONS:
+        p = request_name(profiler, user, daemon)
+        if daemon == owner:
+            # The control: the policy lets this user try for its own name.
             assert p.returncode == 0 and p.stdout.strip() == "u 3", (daemon, p.stdout, p.stderr)
+        else:
+            assert denied(p), (user, daemon, p.stdout, p.stderr)
 
 
-def test_daemon_user_may_only_fetch_descriptors(profiler):
-    """The daemons' user gets the descriptor methods (harmless ones tried here: the others would
-    take the rings from the running daemons) but not the root-only ones."""
-    try:
-        pwd.getpwnam(DAEMON_USER)
-    except KeyError:
-        pytest.skip(f"no user {DAEMON_USER}")
-    p = call(profiler, "Loader", "ListBpfPrograms", user=DAEMON_USER)
+def test_the_symbolizers_user_may_only_fetch_its_descriptors(profiler):
+    """The symbolizer's user gets the loader's file and kernel-symbol methods (harmless ones
+    tried here) but not the collector's ring, the exporter's, or the root-only methods."""
+    user = DAEMON_USERS["Symbolizer"]
+    p = call(profiler, "Loader", "ListBpfPrograms", user=user)
     assert p.returncode == 0 and p.stdout.startswith("a(ttus) "), p.stderr
-    p = call(profiler, "Loader", "OpenKallsyms", user=DAEMON_USER)
+    p = call(profiler, "Loader", "OpenKallsyms", user=user)
     assert p.returncode == 0 and p.stdout.startswith("h "), p.stderr
-    for daemon, method, args in FORBIDDEN[:3]:
-        p = call(profiler, daemon, method, *args, user=DAEMON_USER)
+    for daemon, method, args in [*FORBIDDEN[:3], ("Loader", "OpenTraceRing", ()), ("Loader", "Drain", ()),
+                                 ("Loader", "ListTables", ("u", 0)), ("Collector", "OpenExportRing", ())]:
+        p = call(profiler, daemon, method, *args, user=user)
         assert denied(p), (method, p.stderr)
     assert profiler.prop("Loader", "Frequency") == 99
+
+
+@pytest.mark.parametrize("owner", ["Collector", "Exporter"])
+def test_the_other_daemon_users_get_no_files_or_memory(profiler, owner):
+    """The loader's descriptors of other processes' files, memory and kernel symbols are the
+    symbolizer's: the collector's and exporter's users are refused them."""
+    user = DAEMON_USERS[owner]
+    for method, args in [("OpenKallsyms", ()), ("OpenKernelModules", ()), ("OpenProcessMemory", ("u", 1)),
+                         ("OpenPerfMap", ("u", 1)), ("ListBpfPrograms", ())]:
+        p = call(profiler, "Loader", method, *args, user=user)
+        assert denied(p), (user, method, p.stderr)

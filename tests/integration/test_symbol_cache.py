@@ -21,7 +21,7 @@ from conftest import NATIVE, WORKLOADS, Profiler, need_root, profile_until, run_
 CHAIN = {"gamma_spin", "beta", "alpha", "main"}
 INLINE_CHAIN = {"ic_inner", "ic_middle", "ic_outer", "ic_spin"}  # inlinechain.c
 SAMPLES = 200
-DAEMON_USER = "ebpf-profiler"  # run's default --user
+SYMBOLIZER_USER = "ebpf-profiler-symbolizer"  # the symbolizer runs as it under `run`
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_cache_files_root_created_are_handed_to_the_symbolizer(cache_dir):
 
     second = Profiler(["--cache-dir", str(cache_dir)])
     try:
-        uid = pwd.getpwnam(DAEMON_USER).pw_uid
+        uid = pwd.getpwnam(SYMBOLIZER_USER).pw_uid
         owners = {p.name: p.stat().st_uid for p in cache_dir.iterdir() if p.is_file()}
         assert set(owners.values()) == {uid}, owners
         assert "Cannot open the symbol cache" not in second.output(), second.output()

@@ -41,10 +41,12 @@ samples_above() { local n; n=$(store_samples); [ -n "$n" ] && [ "$n" -gt "$1" ];
 deb=$(ls /out/ebpf-profiler_*.deb | grep -v dbgsym | head -1)
 if dpkg -i "$deb" > /tmp/dpkg.log 2>&1; then ok install; else fail install "dpkg -i failed" "cat /tmp/dpkg.log"; fi
 
-if id ebpf-profiler >/dev/null 2>&1 && [ "$(stat -c %U /var/lib/ebpf-profiler 2>/dev/null)" = ebpf-profiler ]; then
+if id ebpf-profiler >/dev/null 2>&1 && id ebpf-profiler-symbolizer >/dev/null 2>&1 &&
+   id ebpf-profiler-exporter >/dev/null 2>&1 && [ "$(stat -c %U /var/lib/ebpf-profiler 2>/dev/null)" = ebpf-profiler ]; then
         ok system-user
 else
-        fail system-user "no user ebpf-profiler owning /var/lib/ebpf-profiler" "getent passwd ebpf-profiler" "ls -ld /var/lib/ebpf-profiler"
+        fail system-user "not every daemon user exists, or ebpf-profiler does not own /var/lib/ebpf-profiler" \
+                "getent passwd | grep ebpf-profiler" "ls -ld /var/lib/ebpf-profiler"
 fi
 
 if [ "$(systemctl is-enabled ebpf-profiler.target)" = enabled ]; then ok target-enabled
@@ -82,6 +84,32 @@ if wait_for 30 named_stacks; then
 else
         fail top-named-stacks "no __libc_start_main or no named kernel frame in top" "cat /tmp/top.txt" \
                 "ebpf-profiler tables --pending" "ebpf-profiler status | grep -E 'Pending|Waiting|Unwind|Error'"
+fi
+
+# ---- the split between the daemons ----------------------------------------------------------------
+# Each unprivileged daemon runs as its own user, owns only its own files, and the symbolizer's
+# user (the one that parses hostile files) reads nothing of the others: not the exporter's
+# environment, the store or the spool.
+as_symbolizer() { setpriv --reuid=ebpf-profiler-symbolizer --regid=ebpf-profiler-symbolizer --clear-groups "$@"; }
+split_users() {
+        local u want
+        for u in symbolizer collector exporter; do
+                want=ebpf-profiler-$u; [ $u = collector ] && want=ebpf-profiler
+                [ "$(ps -o user:40= -p "$(systemctl show -P MainPID ebpf-profiler-$u)")" = "$want" ] || return 1
+        done
+}
+exporter_pid=$(systemctl show -P MainPID ebpf-profiler-exporter)
+if split_users && [ "$(stat -c %U /var/lib/ebpf-profiler/spool)" = ebpf-profiler-exporter ] &&
+   [ "$(stat -c %U /var/cache/ebpf-profiler)" = ebpf-profiler-symbolizer ] &&
+   [ -s /var/lib/ebpf-profiler/profiles.db ] &&
+   ! as_symbolizer cat "/proc/$exporter_pid/environ" >/dev/null 2>&1 &&
+   ! as_symbolizer cat /var/lib/ebpf-profiler/profiles.db >/dev/null 2>&1 &&
+   ! as_symbolizer ls /var/lib/ebpf-profiler/spool >/dev/null 2>&1; then
+        ok privilege-split
+else
+        fail privilege-split "the daemons do not run as their own users, or the symbolizer's user reads another's data" \
+                "ps -eo user:40,pid,comm | grep ebpf" "ls -la /var/lib/ebpf-profiler /var/lib/ebpf-profiler/spool /var/cache/ebpf-profiler" \
+                "setpriv --reuid=ebpf-profiler-symbolizer --regid=ebpf-profiler-symbolizer --clear-groups cat /proc/$exporter_pid/environ | head -c 200"
 fi
 
 # ---- status over the system bus -----------------------------------------------------------------

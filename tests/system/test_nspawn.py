@@ -20,7 +20,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 UNITS = ["ebpf-profiler-loader", "ebpf-profiler-symbolizer", "ebpf-profiler-collector",
          "ebpf-profiler-exporter"]
 CHECKS = (["install", "system-user", "target-enabled", "all-active", "top-shows-workload",
-           "top-named-stacks",
+           "top-named-stacks", "privilege-split",
            "busctl-get-property", "busctl-tree-introspect", "busctl-call", "bus-policy", "cli-status",
            "journal-structured"]
           + [f"restart-{u}" for u in UNITS]

@@ -111,14 +111,20 @@ static int client_checks(const char *address, const char *who) {
         /* Nobody but root owns the loader's name. */
         EXPECT(sd_bus_request_name(bus, EP_BUS_LOADER, 0) == -EACCES);
 
-        bool profiler = streq(who, "ebpf-profiler");
-        int want = profiler ? 0 : -EACCES;
-        EXPECT(call(bus, EP_BUS_COLLECTOR, EP_PATH_COLLECTOR, EP_IFACE_COLLECTOR, "OpenExportRing") == want);
-        EXPECT(call(bus, EP_BUS_LOADER, EP_PATH_LOADER, EP_IFACE_LOADER, "OpenTraceRing") == want);
+        /* Each daemon's user: its own name and the methods that hand it its descriptors; not
+         * another daemon's. */
+        bool collector = streq(who, EP_COLLECTOR_USER), symbolizer = streq(who, EP_SYMBOLIZER_USER),
+             exporter = streq(who, EP_EXPORTER_USER);
+        EXPECT(call(bus, EP_BUS_COLLECTOR, EP_PATH_COLLECTOR, EP_IFACE_COLLECTOR, "OpenExportRing") ==
+               (exporter ? 0 : -EACCES));
+        EXPECT(call(bus, EP_BUS_LOADER, EP_PATH_LOADER, EP_IFACE_LOADER, "OpenTraceRing") ==
+               (collector ? 0 : -EACCES));
         r = sd_bus_request_name(bus, EP_BUS_SYMBOLIZER, 0);
-        EXPECT(profiler ? r >= 0 : r == -EACCES);
+        EXPECT(symbolizer ? r >= 0 : r == -EACCES);
+        r = sd_bus_request_name(bus, EP_BUS_COLLECTOR, 0); /* ours: allowed, but taken */
+        EXPECT(collector ? r == -EEXIST : r == -EACCES);
         r = sd_bus_request_name(bus, EP_BUS_EXPORTER, 0);
-        EXPECT(profiler ? r >= 0 : r == -EACCES);
+        EXPECT(exporter ? r >= 0 : r == -EACCES);
 #undef EXPECT
 
         sd_bus_flush_close_unref(bus);
@@ -261,13 +267,18 @@ int main(int argc, char **argv) {
                 CHECK_INT(run_as(server, &pw, client_checks, b->address, "nobody"), 0);
         }
 
-        /* The daemons' user: the names of the unprivileged daemons and the descriptor methods. */
-        struct passwd *prof = getpwnam("ebpf-profiler");
-        if (prof) {
-                struct passwd pw = *prof;
-                CHECK_INT(run_as(server, &pw, client_checks, b->address, "ebpf-profiler"), 0);
-        } else
-                fprintf(stderr, "note: user ebpf-profiler does not exist; its part is not checked\n");
+        /* Each daemon's user (scripts/setup.sh makes them). */
+        static const char *const daemon_users[] = { EP_COLLECTOR_USER, EP_SYMBOLIZER_USER, EP_EXPORTER_USER };
+        for (size_t i = 0; i < ELEMENTSOF(daemon_users); i++) {
+                struct passwd *found = getpwnam(daemon_users[i]);
+                if (!found) {
+                        fprintf(stderr, "user %s does not exist: run scripts/setup.sh\n", daemon_users[i]);
+                        CHECK(found != NULL);
+                        continue;
+                }
+                struct passwd pw = *found;
+                CHECK_INT(run_as(server, &pw, client_checks, b->address, daemon_users[i]), 0);
+        }
 
         /* status: two of four names answer → exit 3, properties printed generically. */
         char out_path[700];

@@ -176,16 +176,16 @@ static void test_two_intervals(const char *path) {
 
         store_free(s);
 
-        /* readable by other users */
+        /* readable by the collector's group (the CLI's users), by no other user */
         struct stat st;
         ASSERT_TRUE(stat(path, &st) == 0);
-        ASSERT_TRUE((st.st_mode & 0777) == 0644);
-        /* WAL companions are kept after close (readers cannot create them) and readable */
+        ASSERT_TRUE((st.st_mode & 0777) == 0640);
+        /* WAL companions are kept after close (readers cannot create them) and as readable */
         char side[300];
         snprintf(side, sizeof(side), "%s-wal", path);
-        ASSERT_TRUE(stat(side, &st) == 0 && (st.st_mode & 0777) == 0644);
+        ASSERT_TRUE(stat(side, &st) == 0 && (st.st_mode & 0777) == 0640);
         snprintf(side, sizeof(side), "%s-shm", path);
-        ASSERT_TRUE(stat(side, &st) == 0 && (st.st_mode & 0777) == 0644);
+        ASSERT_TRUE(stat(side, &st) == 0 && (st.st_mode & 0777) == 0640);
 
         /* reopen: same rows found again */
         ASSERT_OK(store_open(path, &s));
@@ -309,7 +309,7 @@ int main(void) {
         ASSERT_TRUE(mkdtemp(dir));
         /* the parent directory is created */
         snprintf(path, sizeof(path), "%s/state/sub/profiles.db", dir);
-        umask(077); /* the store must still be readable by others */
+        umask(077); /* the store must still be readable by the collector's group */
         test_two_intervals(path);
         test_bad_files();
         snprintf(path, sizeof(path), "%s/jit.db", dir);
