@@ -91,12 +91,15 @@ fi
 # user (the one that parses hostile files) reads nothing of the others: not the exporter's
 # environment, the store or the spool.
 as_symbolizer() { setpriv --reuid=ebpf-profiler-symbolizer --regid=ebpf-profiler-symbolizer --clear-groups "$@"; }
+user_of() { # SERVICE: the user its main process runs as (no ps in the container)
+        local uid
+        uid=$(awk '/^Uid:/ {print $2}' "/proc/$(systemctl show -P MainPID "$1")/status") &&
+                getent passwd "$uid" | cut -d: -f1
+}
 split_users() {
-        local u want
-        for u in symbolizer collector exporter; do
-                want=ebpf-profiler-$u; [ $u = collector ] && want=ebpf-profiler
-                [ "$(ps -o user:40= -p "$(systemctl show -P MainPID ebpf-profiler-$u)")" = "$want" ] || return 1
-        done
+        [ "$(user_of ebpf-profiler-symbolizer)" = ebpf-profiler-symbolizer ] &&
+                [ "$(user_of ebpf-profiler-collector)" = ebpf-profiler ] &&
+                [ "$(user_of ebpf-profiler-exporter)" = ebpf-profiler-exporter ]
 }
 exporter_pid=$(systemctl show -P MainPID ebpf-profiler-exporter)
 if split_users && [ "$(stat -c %U /var/lib/ebpf-profiler/spool)" = ebpf-profiler-exporter ] &&
@@ -108,7 +111,7 @@ if split_users && [ "$(stat -c %U /var/lib/ebpf-profiler/spool)" = ebpf-profiler
         ok privilege-split
 else
         fail privilege-split "the daemons do not run as their own users, or the symbolizer's user reads another's data" \
-                "ps -eo user:40,pid,comm | grep ebpf" "ls -la /var/lib/ebpf-profiler /var/lib/ebpf-profiler/spool /var/cache/ebpf-profiler" \
+                "for u in symbolizer collector exporter; do grep -H ^Uid /proc/\$(systemctl show -P MainPID ebpf-profiler-\$u)/status; done" "ls -la /var/lib/ebpf-profiler /var/lib/ebpf-profiler/spool /var/cache/ebpf-profiler" \
                 "setpriv --reuid=ebpf-profiler-symbolizer --regid=ebpf-profiler-symbolizer --clear-groups cat /proc/$exporter_pid/environ | head -c 200"
 fi
 
