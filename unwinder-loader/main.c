@@ -155,6 +155,33 @@ static int check_privileges(void) {
         return -EPERM;
 }
 
+/* The perf events are open and the sampling program is attached: CAP_PERFMON is needed no more
+ * (SetFrequency changes the period of the open events in place). Dropped from the effective,
+ * permitted and inheritable sets, so a loader taken over cannot open perf events of its own. The
+ * rest of its capabilities serve every new process (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH,
+ * CAP_CHECKPOINT_RESTORE), every new table (CAP_BPF) and every kernel symbol request
+ * (CAP_SYSLOG). Root with CAP_SYS_ADMIN (under `ebpf-profiler run`) keeps perf access through it. */
+static void drop_startup_capabilities(void) {
+        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct caps[2] = {};
+        uint32_t bit = 1u << (CAP_PERFMON % 32);
+        struct __user_cap_data_struct *c = &caps[CAP_PERFMON / 32];
+
+        if (syscall(SYS_capget, &hdr, caps) < 0) {
+                log_warning_errno(errno, "Cannot read the capabilities to drop CAP_PERFMON: %m");
+                return;
+        }
+        if (!((c->effective | c->permitted | c->inheritable) & bit))
+                return;
+        c->effective &= ~bit;
+        c->permitted &= ~bit;
+        c->inheritable &= ~bit;
+        if (syscall(SYS_capset, &hdr, caps) < 0)
+                log_warning_errno(errno, "Cannot drop CAP_PERFMON after start-up (is capset() allowed?): %m");
+        else
+                log_debug("Dropped CAP_PERFMON: the perf events are open.");
+}
+
 static int check_btf(void) {
         if (access("/sys/kernel/btf/vmlinux", R_OK) >= 0)
                 return 0;
@@ -407,6 +434,7 @@ int main(int argc, char **argv) {
         r = ep_bpf_start_sampling(l->bpf, l->frequency);
         if (r < 0)
                 goto finish;
+        drop_startup_capabilities();
 
         r = ep_daemon_setup(&l->daemon, "ebpf-profiler-loader");
         if (r < 0)

@@ -57,6 +57,20 @@ systemctl enable --now ebpf-profiler.target > /tmp/enable.log 2>&1
 if wait_for 30 all_active; then ok all-active
 else fail all-active "not all four units are active" "systemctl status --no-pager $UNITS" "journalctl -b --no-pager -n 60 -u 'ebpf-profiler*'"; fi
 
+# ---- the loader keeps CAP_PERFMON only for start-up ---------------------------------------------
+# Its bounding set has it (the unit grants it); once the perf events are open it is gone from the
+# effective and permitted sets, CAP_BPF (new tables) stays. CAP_PERFMON is bit 38, CAP_BPF 39.
+cap_set() { [ $(( (0x$1 >> $2) & 1 )) = 1 ]; }
+loader_caps() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$(systemctl show -P MainPID ebpf-profiler-loader)/status"; }
+if cap_set "$(loader_caps CapBnd)" 38 && ! cap_set "$(loader_caps CapEff)" 38 && ! cap_set "$(loader_caps CapPrm)" 38 &&
+   cap_set "$(loader_caps CapEff)" 39; then
+        ok loader-drops-perfmon
+else
+        fail loader-drops-perfmon "the running loader still holds CAP_PERFMON, or lost CAP_BPF" \
+                "grep ^Cap /proc/\$(systemctl show -P MainPID ebpf-profiler-loader)/status" \
+                "journalctl -b --no-pager -u ebpf-profiler-loader | tail -20"
+fi
+
 # ---- a workload shows up in `top` -------------------------------------------------------------
 # dd from /dev/zero spends ~80 % of its samples in the kernel (read_zero) under a libc stack; a
 # user-space burner such as sha256sum spent 0.5 %: a 40 s run could hold no kernel frame at all.
