@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Builds the Debian package from the current working tree and puts the .deb files (and the
-# .changes/.buildinfo, for lintian) into OUTDIR; prints the path of the main .deb.
+# .changes/.buildinfo, for lintian) into OUTDIR, with meson-install.tar.gz (the build's
+# `meson install --destdir` tree); prints the path of the main .deb.
 #   scripts/build-deb.sh OUTDIR
 # The tree is copied as git sees it: tracked files and untracked files that are not ignored
 # (so it works before a commit and never picks up build directories), into a temporary
@@ -46,6 +47,18 @@ echo "build-deb.sh: building $package $version in $src" >&2
         exit 1
 }
 echo "build-deb.sh: built in $(($(date +%s) - start)) s" >&2
+
+# The same build as `meson install --destdir` leaves it (prefix /usr, what debhelper
+# configured), without the package's maintainer scripts: the container test installs it by hand
+# as docs/systemd.md says, after the package is purged.
+destdir="$work/meson-destdir"
+builddir=$(ls -d "$src"/obj-* | head -1)
+meson install -C "$builddir" --no-rebuild --quiet --destdir "$destdir" >>"$work/build.log" 2>&1 || {
+        tail -n 30 "$work/build.log" >&2
+        echo "build-deb.sh: meson install --destdir failed" >&2
+        exit 1
+}
+tar -C "$destdir" -czf "$out/meson-install.tar.gz" .
 
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 shopt -s nullglob

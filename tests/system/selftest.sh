@@ -229,4 +229,28 @@ fi
 dpkg -P ebpf-profiler > /tmp/purge.log 2>&1
 if ! [ -e /var/lib/ebpf-profiler ] && ! [ -e /var/cache/ebpf-profiler ]; then ok purge
 else fail purge "state left after purge" "cat /tmp/purge.log" "ls -la /var/lib/ebpf-profiler /var/cache/ebpf-profiler"; fi
+
+# ---- the same build through `meson install`, without the package ------------------------------
+# The steps docs/systemd.md gives for an install from source (prefix /usr): the files, then the
+# users, directories, unit files and bus policy taken in, then the target.
+# /lib is a symlink to usr/lib (merged /usr): tar must keep it, and leave existing directories be.
+if tar -C / --keep-directory-symlink --no-overwrite-dir -xzf /out/meson-install.tar.gz > /tmp/meson.log 2>&1 &&
+   systemd-sysusers >> /tmp/meson.log 2>&1 && systemd-tmpfiles --create >> /tmp/meson.log 2>&1 &&
+   systemctl daemon-reload >> /tmp/meson.log 2>&1 &&
+   busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig >> /tmp/meson.log 2>&1 &&
+   systemctl enable --now ebpf-profiler.target >> /tmp/meson.log 2>&1 && wait_for 30 all_active; then
+        ok meson-install-active
+else
+        fail meson-install-active "not all four units are active after the meson install steps" "cat /tmp/meson.log" \
+                "systemctl status --no-pager $UNITS" "journalctl -b --no-pager -n 40 -u 'ebpf-profiler*'"
+fi
+timeout 120 /usr/local/bin/ep-burn if=/dev/zero of=/dev/null bs=64k 2>/dev/null & BURN=$!
+if wait_for 40 samples_above 0; then
+        ok meson-install-samples "$(store_samples) samples"
+else
+        fail meson-install-samples "no samples reached the store" "ebpf-profiler status" \
+                "journalctl -b --no-pager -n 40 -u 'ebpf-profiler*'"
+fi
+kill "$BURN" 2>/dev/null
+systemctl disable --now ebpf-profiler.target > /dev/null 2>&1
 exit 0

@@ -2,7 +2,8 @@
 """The Debian package under a real systemd: booted in a container with systemd-nspawn.
 
 One boot runs tests/system/selftest.sh, which installs the package, enables the target and
-checks what an administrator relies on; each of its checks is one test here.
+checks what an administrator relies on, then, with the package purged, installs the same build
+the way `meson install` leaves it; each of its checks is one test here.
 """
 
 import pathlib
@@ -25,17 +26,19 @@ CHECKS = (["install", "system-user", "target-enabled", "all-active", "loader-dro
            "journal-structured"]
           + [f"restart-{u}" for u in UNITS]
           + ["analyze-verify"] + [f"exposure-{u}" for u in UNITS]
-          + ["target-stop", "remove", "purge"])
+          + ["target-stop", "remove", "purge", "meson-install-active", "meson-install-samples"])
 
 
 @pytest.fixture(scope="module")
-def selftest(deb_path):
+def selftest(deb_path, deb_build):
     try:
         root = nspawn.ensure_rootfs()
     except nspawn.NspawnUnavailable as e:
         pytest.skip(str(e))
     nspawn.install_dependencies(root, deb_path)
-    rc, log, console = nspawn.boot_selftest(root, HERE / "selftest.sh", [deb_path])
+    meson_tree = deb_build.outdir / "meson-install.tar.gz"
+    assert meson_tree.exists(), f"scripts/build-deb.sh left no {meson_tree.name}"
+    rc, log, console = nspawn.boot_selftest(root, HERE / "selftest.sh", [deb_path, meson_tree])
     print(log)
     results = {}
     for m in re.finditer(r"^CHECK (\S+) (ok|FAIL)(?: (.*))?$", log, re.M):
