@@ -213,6 +213,27 @@ for u in $UNITS; do
         fi
 done
 
+# ---- upgrade: the same package again over a store holding samples and an edited conffile -------
+samples_at_least() { local n; n=$(store_samples); [ -n "$n" ] && [ "$n" -ge "$1" ]; }
+echo "# edited by the selftest" >> /etc/ebpf-profiler/exporter.conf
+before=$(store_samples); before=${before:-0}
+loader_pid=$(systemctl show -P MainPID ebpf-profiler-loader)
+restarted() { local p; p=$(systemctl show -P MainPID ebpf-profiler-loader); [ "$p" != 0 ] && [ "$p" != "$loader_pid" ]; }
+if [ "$before" -gt 0 ] && dpkg -i "$deb" > /tmp/upgrade.log 2>&1 && wait_for 30 restarted && wait_for 30 all_active &&
+   wait_for 20 samples_at_least "$before"; then
+        ok upgrade-keeps-samples "$before -> $(store_samples) samples; the daemons restarted"
+else
+        fail upgrade-keeps-samples "after dpkg -i of the same package: store samples $before -> $(store_samples)" \
+                "cat /tmp/upgrade.log" "systemctl status --no-pager $UNITS"
+fi
+if grep -q "edited by the selftest" /etc/ebpf-profiler/exporter.conf &&
+   [ "$(stat -c '%a %U %G' /etc/ebpf-profiler/exporter.conf)" = "640 root ebpf-profiler-exporter" ]; then
+        ok upgrade-keeps-conffile
+else
+        fail upgrade-keeps-conffile "exporter.conf lost the edit, or is not 0640 root:ebpf-profiler-exporter" \
+                "ls -l /etc/ebpf-profiler" "tail -3 /etc/ebpf-profiler/exporter.conf" "cat /tmp/upgrade.log"
+fi
+
 # ---- stop, remove, purge ----------------------------------------------------------------------
 systemctl stop ebpf-profiler.target
 if wait_for 20 all_inactive; then ok target-stop
@@ -220,6 +241,7 @@ else fail target-stop "not all four stopped cleanly" "systemctl status --no-page
 
 systemctl start ebpf-profiler.target
 wait_for 30 all_active
+dpkg -L ebpf-profiler > /tmp/package-files 2>/dev/null
 dpkg -r ebpf-profiler > /tmp/remove.log 2>&1
 if wait_for 20 all_inactive && [ -d /var/lib/ebpf-profiler ] && ! [ -e /usr/bin/ebpf-profiler ]; then
         ok remove "stopped; the store is kept"
@@ -227,8 +249,23 @@ else
         fail remove "dpkg -r did not stop the units, or removed the state" "cat /tmp/remove.log" "systemctl status --no-pager $UNITS"
 fi
 dpkg -P ebpf-profiler > /tmp/purge.log 2>&1
-if ! [ -e /var/lib/ebpf-profiler ] && ! [ -e /var/cache/ebpf-profiler ]; then ok purge
-else fail purge "state left after purge" "cat /tmp/purge.log" "ls -la /var/lib/ebpf-profiler /var/cache/ebpf-profiler"; fi
+# What the package installed (dpkg -L before): no file of it, and no directory of its own, is left.
+package_left() {
+        local f
+        while read -r f; do
+                if [ -f "$f" ] || [ -L "$f" ] || { [ -d "$f" ] && case "${f##*/}" in *ebpf-profiler*) true ;; *) false ;; esac; }; then
+                        echo "$f"
+                fi
+        done < /tmp/package-files
+}
+left=$(package_left)
+if [ -s /tmp/package-files ] && [ -z "$left" ] && ! [ -e /var/lib/ebpf-profiler ] && ! [ -e /var/cache/ebpf-profiler ] &&
+   ! [ -e /etc/ebpf-profiler ]; then
+        ok purge "$(wc -l < /tmp/package-files) paths of the package gone"
+else
+        fail purge "state, configuration or files of the package left after purge: ${left:-(no file of the package)}" \
+                "cat /tmp/purge.log" "ls -la /var/lib/ebpf-profiler /var/cache/ebpf-profiler /etc/ebpf-profiler"
+fi
 
 # ---- the same build through `meson install`, without the package ------------------------------
 # The steps docs/systemd.md gives for an install from source (prefix /usr): the files, then the

@@ -26,7 +26,7 @@ CHECKS = (["install", "system-user", "target-enabled", "all-active", "loader-dro
            "journal-structured"]
           + [f"restart-{u}" for u in UNITS]
           + ["analyze-verify"] + [f"exposure-{u}" for u in UNITS]
-          + ["target-stop", "remove", "purge", "meson-install-active", "meson-install-samples"])
+          + ["upgrade-keeps-samples", "upgrade-keeps-conffile", "target-stop", "remove", "purge", "meson-install-active", "meson-install-samples"])
 
 
 @pytest.fixture(scope="module")

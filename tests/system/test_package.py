@@ -113,10 +113,12 @@ def test_contents(contents, unit_dir):
                    "usr/lib/tmpfiles.d/ebpf-profiler.conf",
                    "usr/lib/sysctl.d/60-ebpf-profiler.conf",
                    "etc/default/ebpf-profiler",
+                   "etc/ebpf-profiler/exporter.conf",
                    POLICY]
                 + [f"usr/share/man/{m}" for m in MAN_PAGES]
                 + ["usr/share/bash-completion/completions/ebpf-profiler",
                    "usr/share/doc/ebpf-profiler/copyright",
+                   "usr/share/doc/ebpf-profiler/README.Debian",
                    "usr/share/doc/ebpf-profiler/changelog.gz"])
     missing = [p for p in expected if p not in contents]
     assert not missing, "missing from the package: " + ", ".join(missing)
@@ -182,6 +184,11 @@ def test_control(deb_path):
 def test_conffiles(unpacked):
     conffiles = (unpacked / "DEBIAN" / "conffiles").read_text().split()
     assert "/etc/default/ebpf-profiler" in conffiles
+    # The exporter's settings: a commented example, never overwritten under an administrator's
+    # edits; its mode (0640 root:ebpf-profiler-exporter) is the postinst's, the .deb has 0644.
+    assert "/etc/ebpf-profiler/exporter.conf" in conffiles
+    text = (unpacked / "etc" / "ebpf-profiler" / "exporter.conf").read_text()
+    assert all(not line.strip() or line.startswith("#") for line in text.splitlines()), text
 
 
 def test_maintainer_scripts_parse(unpacked):

@@ -4,6 +4,7 @@
  * OTEL_EXPORTER_OTLP_* over the config file over the defaults; the endpoint suffix rule,
  * header lists, bad values with messages naming their source, resource attributes. */
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <stdarg.h>
 
@@ -273,6 +274,42 @@ static void test_resource_attributes(void) {
         free(error);
 }
 
+/* The commented example the package ships as /etc/ebpf-profiler/exporter.conf: as shipped it
+ * configures nothing (the exporter idles); with its examples uncommented (the TLS files aside,
+ * which must exist) every line is accepted and means what its comment says. */
+static void test_shipped_example(void) {
+        _cleanup_fclose_ FILE *f = fopen(EP_EXAMPLE_EXPORTER_CONF, "re");
+        _cleanup_free_ char *text = NULL, *line = NULL, *uncommented = NULL, *error = NULL;
+        size_t cap = 0, size = 0;
+        FILE *out;
+        char *env[] = { NULL };
+        OtlpConfig c;
+
+        ASSERT_TRUE(f);
+        ASSERT_OK(load(&(OtlpOptions) { .config_file = EP_EXAMPLE_EXPORTER_CONF }, env, &c, &error));
+        ASSERT_TRUE(c.endpoint == NULL && c.headers == NULL);
+        otlp_config_done(&c);
+
+        out = open_memstream(&text, &size);
+        ASSERT_TRUE(out);
+        while (getline(&line, &cap, f) >= 0) {
+                bool example = line[0] == '#' && islower((unsigned char) line[1]) && strstr(line, " = ");
+                bool tls_file = strstr(line, "certificate") || strstr(line, "client_key");
+                fputs(example && !tls_file ? line + 1 : line, out);
+        }
+        fclose(out);
+        uncommented = write_file("example.conf", text);
+        ASSERT_OK(load(&(OtlpOptions) { .config_file = uncommented }, env, &c, &error));
+        ASSERT_STREQ(c.endpoint, "https://otel.example.com:4318/v1development/profiles");
+        ASSERT_EQ(c.protocol, OTLP_PROTOCOL_HTTP_PROTOBUF);
+        ASSERT_EQ(c.compression, OTLP_COMPRESSION_GZIP);
+        ASSERT_EQ(c.timeout_ms, 10000);
+        ASSERT_TRUE(c.headers && c.headers[0] && c.headers[1] && !c.headers[2]);
+        ASSERT_STREQ(c.headers[0], "Authorization: Bearer TOKEN");
+        ASSERT_TRUE(!c.insecure);
+        otlp_config_done(&c);
+}
+
 int main(void) {
         char cmd[128];
 
@@ -283,6 +320,7 @@ int main(void) {
         test_bad_values();
         test_tls_files();
         test_resource_attributes();
+        test_shipped_example();
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         ASSERT_EQ(system(cmd), 0);
         return tests_summary("test-exporter-config");
