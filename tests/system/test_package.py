@@ -216,6 +216,8 @@ def run_maintainer_script(unpacked, tmp_path, script, *args):
 mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /var/lib
 mount -t tmpfs tmpfs /var/cache
+# The host's own /etc/ebpf-profiler (if any) is not the script's to remove.
+if [ -d /etc/ebpf-profiler ]; then mount -t tmpfs tmpfs /etc/ebpf-profiler; fi
 mkdir -p /run/systemd/system /run/dbus /var/lib/ebpf-profiler/spool /var/cache/ebpf-profiler
 touch /var/lib/ebpf-profiler/profiles.db /var/cache/ebpf-profiler/symbols.db
 /usr/bin/python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("/run/dbus/system_bus_socket")'
