@@ -89,13 +89,14 @@ def _nspawn_cmd(root, *args):
 
 def install_dependencies(root, deb):
     """Installs the .deb's dependencies into the cached tree (not the package itself), so every
-    boot can dpkg -i it offline."""
+    boot can dpkg -i it offline; and man-db, which a Debian administrator has, to read the
+    package's man pages there."""
     depends = _run(["dpkg-deb", "-f", str(deb), "Depends"], timeout=30).stdout.strip()
     if not depends:
         raise RuntimeError(f"no Depends field in {deb}")
     script = ("set -e; export DEBIAN_FRONTEND=noninteractive; "
               "apt-get -o DPkg::Lock::Timeout=300 -qq update; "
-              "apt-get -o DPkg::Lock::Timeout=300 -y -qq --no-install-recommends satisfy \"$1\"; "
+              "apt-get -o DPkg::Lock::Timeout=300 -y -qq --no-install-recommends satisfy \"$1, man-db\"; "
               "apt-get -qq clean")
     r = _run(_nspawn_cmd(root, "--pipe", "sh", "-c", script, "sh", depends), timeout=900)
     if r.returncode != 0:

@@ -49,6 +49,15 @@ else
                 "getent passwd | grep ebpf-profiler" "ls -ld /var/lib/ebpf-profiler"
 fi
 
+# The man pages, as an administrator reads them (man-db is in the tree).
+if MANWIDTH=100 man -P cat ebpf-profiler 2>/tmp/man.err | grep -q '^SYNOPSIS' &&
+   MANWIDTH=100 man -P cat 8 ebpf-profiler-loader 2>>/tmp/man.err | grep -q '^SYNOPSIS' && ! [ -s /tmp/man.err ]; then
+        ok man-renders
+else
+        fail man-renders "man ebpf-profiler / man 8 ebpf-profiler-loader did not render cleanly" "cat /tmp/man.err" \
+                "dpkg -L ebpf-profiler | grep /man/"
+fi
+
 if [ "$(systemctl is-enabled ebpf-profiler.target)" = enabled ]; then ok target-enabled
 else fail target-enabled "ebpf-profiler.target is $(systemctl is-enabled ebpf-profiler.target)"; fi
 

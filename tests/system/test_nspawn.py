@@ -20,7 +20,7 @@ pytestmark = pytest.mark.xdist_group("deb")
 HERE = pathlib.Path(__file__).resolve().parent
 UNITS = ["ebpf-profiler-loader", "ebpf-profiler-symbolizer", "ebpf-profiler-collector",
          "ebpf-profiler-exporter"]
-CHECKS = (["install", "system-user", "target-enabled", "all-active", "loader-drops-perfmon", "top-shows-workload",
+CHECKS = (["install", "system-user", "man-renders", "target-enabled", "all-active", "loader-drops-perfmon", "top-shows-workload",
            "top-named-stacks", "privilege-split",
            "busctl-get-property", "busctl-tree-introspect", "busctl-call", "bus-policy", "cli-status",
            "journal-structured"]
