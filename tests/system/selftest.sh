@@ -228,12 +228,15 @@ echo "# edited by the selftest" >> /etc/ebpf-profiler/exporter.conf
 before=$(store_samples); before=${before:-0}
 loader_pid=$(systemctl show -P MainPID ebpf-profiler-loader)
 restarted() { local p; p=$(systemctl show -P MainPID ebpf-profiler-loader); [ "$p" != 0 ] && [ "$p" != "$loader_pid" ]; }
-if [ "$before" -gt 0 ] && dpkg -i "$deb" > /tmp/upgrade.log 2>&1 && wait_for 30 restarted && wait_for 30 all_active &&
-   wait_for 20 samples_at_least "$before"; then
-        ok upgrade-keeps-samples "$before -> $(store_samples) samples; the daemons restarted"
+cache_inode=$(stat -c %i /var/cache/ebpf-profiler/unwind-tables.db 2>/dev/null)
+if [ "$before" -gt 0 ] && [ -n "$cache_inode" ] && dpkg -i "$deb" > /tmp/upgrade.log 2>&1 && wait_for 30 restarted &&
+   wait_for 30 all_active && wait_for 20 samples_at_least "$before" &&
+   [ "$(stat -c %i /var/cache/ebpf-profiler/unwind-tables.db)" = "$cache_inode" ] &&
+   [ "$(stat -c %U /var/lib/ebpf-profiler/spool)" = ebpf-profiler-exporter ]; then
+        ok upgrade-keeps-samples "$before -> $(store_samples) samples; the daemons restarted, cache and spool kept"
 else
-        fail upgrade-keeps-samples "after dpkg -i of the same package: store samples $before -> $(store_samples)" \
-                "cat /tmp/upgrade.log" "systemctl status --no-pager $UNITS"
+        fail upgrade-keeps-samples "after dpkg -i of the same package: store samples $before -> $(store_samples), or the cache or spool went" \
+                "cat /tmp/upgrade.log" "systemctl status --no-pager $UNITS" "ls -lai /var/cache/ebpf-profiler /var/lib/ebpf-profiler"
 fi
 if grep -q "edited by the selftest" /etc/ebpf-profiler/exporter.conf &&
    [ "$(stat -c '%a %U %G' /etc/ebpf-profiler/exporter.conf)" = "640 root ebpf-profiler-exporter" ]; then
