@@ -50,8 +50,10 @@ else
 fi
 
 # The man pages, as an administrator reads them (man-db is in the tree).
-if MANWIDTH=100 man -P cat ebpf-profiler 2>/tmp/man.err | grep -q '^SYNOPSIS' &&
-   MANWIDTH=100 man -P cat 8 ebpf-profiler-loader 2>>/tmp/man.err | grep -q '^SYNOPSIS' && ! [ -s /tmp/man.err ]; then
+# Into files: a reader that stops early (grep -q) would make man complain of a broken pipe.
+if MANWIDTH=100 man -P cat ebpf-profiler > /tmp/man1.txt 2>/tmp/man.err &&
+   MANWIDTH=100 man -P cat 8 ebpf-profiler-loader > /tmp/man8.txt 2>>/tmp/man.err &&
+   grep -q '^SYNOPSIS' /tmp/man1.txt && grep -q '^SYNOPSIS' /tmp/man8.txt && ! [ -s /tmp/man.err ]; then
         ok man-renders
 else
         fail man-renders "man ebpf-profiler / man 8 ebpf-profiler-loader did not render cleanly" "cat /tmp/man.err" \
@@ -265,7 +267,10 @@ dpkg -P ebpf-profiler > /tmp/purge.log 2>&1
 package_left() {
         local f
         while read -r f; do
-                if [ -f "$f" ] || [ -L "$f" ] || { [ -d "$f" ] && case "${f##*/}" in *ebpf-profiler*) true ;; *) false ;; esac; }; then
+                # Files (and symlinks to files); of the directories only the package's own
+                # (/lib is a symlink to usr/lib and listed too).
+                if { [ -f "$f" ] && ! [ -d "$f" ]; } || { [ -L "$f" ] && ! [ -d "$f" ]; } ||
+                   { [ -d "$f" ] && ! [ -L "$f" ] && case "${f##*/}" in *ebpf-profiler*) true ;; *) false ;; esac; }; then
                         echo "$f"
                 fi
         done < /tmp/package-files

@@ -187,7 +187,7 @@ def test_conffiles(unpacked):
     # The exporter's settings: a commented example, never overwritten under an administrator's
     # edits; its mode (0640 root:ebpf-profiler-exporter) is the postinst's, the .deb has 0644.
     assert "/etc/ebpf-profiler/exporter.conf" in conffiles
-    text = (unpacked / "etc" / "ebpf-profiler" / "exporter.conf").read_text()
+    text = (unpacked / "root" / "etc" / "ebpf-profiler" / "exporter.conf").read_text()
     assert all(not line.strip() or line.startswith("#") for line in text.splitlines()), text
 
 
