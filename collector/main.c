@@ -155,7 +155,7 @@ int main(int argc, char *argv[]) {
                 collector_done(&c);
                 return EXIT_FAILURE;
         }
-        ep_daemon_drop_exporter_environment("ebpf-profiler-collector");
+        ep_daemon_drop_exporter_environment(&c.daemon);
         c.exporter_uid = ep_peer_user_uid(c.exporter_user, "--exporter-user");
         if (log_level >= 0)
                 log_set_max_level(log_level);

@@ -68,7 +68,7 @@ int ep_daemon_setup(EpDaemon *d, const char *ident) {
         return 0;
 }
 
-void ep_daemon_drop_exporter_environment(const char *ident) {
+void ep_daemon_drop_exporter_environment(const EpDaemon *d) {
         extern char **environ;
         char names[256] = "";
         size_t len = 0;
@@ -90,7 +90,7 @@ void ep_daemon_drop_exporter_environment(const char *ident) {
         if (len > 0)
                 log_warning("%s was started with the exporter's variables %s; it ignores them. Only the "
                             "exporter needs them (they may hold a backend's credentials): set them for it "
-                            "alone, in /etc/ebpf-profiler/exporter.conf.", ident, names);
+                            "alone, in /etc/ebpf-profiler/exporter.conf.", d->ident, names);
 }
 
 int ep_daemon_publish(EpDaemon *d, const char *bus_name, const char *path, const char *interface,

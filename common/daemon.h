@@ -25,9 +25,9 @@ typedef struct EpDaemon {
 
 /* Also makes the process non-dumpable (PR_SET_DUMPABLE 0). */
 int ep_daemon_setup(EpDaemon *d, const char *ident);
-/* For every daemon but the exporter: forgets the OTEL_* variables (the exporter's settings,
- * credentials among them) that reached it, and warns once naming them. */
-void ep_daemon_drop_exporter_environment(const char *ident);
+/* For every daemon but the exporter, after ep_daemon_setup(): forgets the OTEL_* variables (the
+ * exporter's settings, credentials among them) that reached it, and warns once naming them. */
+void ep_daemon_drop_exporter_environment(const EpDaemon *d);
 /* Exports vtable at path/interface and requests bus_name. */
 int ep_daemon_publish(EpDaemon *d, const char *bus_name, const char *path, const char *interface,
                       const sd_bus_vtable *vtable, void *userdata);

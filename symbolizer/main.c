@@ -553,7 +553,7 @@ int main(int argc, char *argv[]) {
         r = ep_daemon_setup(&m.daemon, IDENT);
         if (r < 0)
                 goto finish;
-        ep_daemon_drop_exporter_environment(IDENT);
+        ep_daemon_drop_exporter_environment(&m.daemon);
         m.collector_uid = ep_peer_user_uid(arg_collector_user, "--collector-user");
         log_set_max_level(level); /* the command line wins over the environment */
 

@@ -439,7 +439,7 @@ int main(int argc, char **argv) {
         r = ep_daemon_setup(&l->daemon, "ebpf-profiler-loader");
         if (r < 0)
                 goto finish;
-        ep_daemon_drop_exporter_environment("ebpf-profiler-loader");
+        ep_daemon_drop_exporter_environment(&l->daemon);
         ep_tables_set_publish_cb(l->tables, on_publish_soon, l);
         r = ep_symclient_new(&l->daemon, l->tables, l->procs, &l->symclient);
         if (r < 0)

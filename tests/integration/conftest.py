@@ -250,17 +250,20 @@ class Profiler:
                    timeout, diagnosis=lambda: self.diagnosis(pids))
         self.flush()
 
+    def sampled(self, pid, n, tid=None):
+        """For a wait: flushes, then (whether the store holds at least n samples of pid (and
+        tid), "<how many> samples"), or (False, why the flush failed)."""
+        failed = self.flush_failure()
+        if failed:
+            return False, failed
+        got = sum(self.stack_counts(pid, tid).values())
+        return got >= n, f"{got} samples"
+
     def wait_samples(self, pid, n, timeout=120, tid=None):
         """Flushes until the store holds at least n samples of pid (and tid); returns how many.
         A busy machine gives a workload less CPU, so it takes longer, never fewer samples."""
-        def enough():
-            failed = self.flush_failure()
-            if failed:
-                return False, failed
-            got = sum(self.stack_counts(pid, tid).values())
-            return got >= n, f"{got} samples"
-        return int(wait_until(enough, f"{n} samples of pid {pid} in the store", timeout, interval=0.5,
-                              diagnosis=lambda: self.diagnosis([pid])).split()[0])
+        return int(wait_until(lambda: self.sampled(pid, n, tid), f"{n} samples of pid {pid} in the store",
+                              timeout, interval=0.5, diagnosis=lambda: self.diagnosis([pid])).split()[0])
 
     def wait_collector_restarted(self, old, timeout=20):
         """Until a collector other than pid old reads the loader's trace ring; returns its pid."""
@@ -363,11 +366,7 @@ def run_until_sampled(profiler, argv, n, timeout=300):
         def enough():
             if p.poll() is not None:
                 return True, f"exited {p.returncode}"
-            failed = profiler.flush_failure()
-            if failed:
-                return False, failed
-            got = sum(profiler.stack_counts(p.pid).values())
-            return got >= n, f"{got} samples"
+            return profiler.sampled(p.pid, n)
         wait_until(enough, f"{n} samples of {Path(str(argv[0])).name} (pid {p.pid}) in the store", timeout,
                    interval=0.5, diagnosis=lambda: profiler.diagnosis([p.pid]))
     finally:

@@ -234,7 +234,7 @@ DEBIAN = {
 
 def debian_command(name, data):
     """(argv, stopped): stopped programs run until the store holds SAMPLES of theirs
-    (run_sampled), the others do a fixed job to its end."""
+    (run_until_sampled), the others do a fixed job to its end."""
     big = str(data / "big.txt")
     if name == "gzip":
         return ["gzip", "-9", "-c", big], True
@@ -290,10 +290,6 @@ def run_for(argv, stop_after=None, timeout=120, stdout=subprocess.DEVNULL):
     return p
 
 
-def run_sampled(profiler, argv, n=SAMPLES):
-    return run_until_sampled(profiler, argv, n)
-
-
 # ---- fixtures ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -343,7 +339,7 @@ def collect(profiler, pids, namer):
 def profile_ours(profiler, namer, name):
     """Runs our workload until the store holds SAMPLES of it (its own duration, 600 s, is only
     a backstop) and collects them."""
-    w = run_sampled(profiler, [str(WORKLOADS / name), "600"])
+    w = run_until_sampled(profiler, [str(WORKLOADS / name), "600"], SAMPLES)
     assert w.returncode == -signal.SIGKILL, f"{name} exited {w.returncode} before it was stopped"
     return collect(profiler, [w.pid], namer)
 
@@ -433,7 +429,7 @@ def test_debian_program_reaches_the_root_with_the_expected_leaf(profiler, namer,
     if not which(argv[0]):
         pytest.skip(f"{argv[0]} is not installed")
     warm_up(profiler, argv)
-    p = run_sampled(profiler, argv) if stopped else run_for(argv)
+    p = run_until_sampled(profiler, argv, SAMPLES) if stopped else run_for(argv)
     if not stopped:
         assert p.returncode == 0, f"{argv} exited {p.returncode}"
     prof = collect(profiler, [p.pid], namer)
@@ -499,7 +495,7 @@ def test_second_start_takes_tables_from_the_cache(namer, own_cache_dir):
 
     second = Profiler(["--cache-dir", str(cache_dir)])
     try:
-        w = run_sampled(second, [str(WORKLOADS / "deepchain"), "600"], n=MIN_SAMPLES)
+        w = run_until_sampled(second, [str(WORKLOADS / "deepchain"), "600"], MIN_SAMPLES)
         prof = collect(second, [w.pid], namer)
         second.wait_for_tables()
         hits = second.prop("Symbolizer", "UnwindCacheHits")

@@ -35,7 +35,8 @@ wait_for() { # SECONDS CMD...: true once CMD succeeds
 all_active() { local u; for u in $UNITS; do systemctl is-active -q "$u" || return 1; done; }
 all_inactive() { local u; for u in $UNITS; do [ "$(systemctl is-active "$u")" = inactive ] || return 1; done; }
 store_samples() { prop ebpf-profiler-collector StoreSamples; }
-samples_above() { local n; n=$(store_samples); [ -n "$n" ] && [ "$n" -gt "$1" ]; }
+samples_at_least() { local n; n=$(store_samples); [ -n "$n" ] && [ "$n" -ge "$1" ]; }
+samples_above() { samples_at_least $(($1 + 1)); }
 
 # ---- install --------------------------------------------------------------------------------
 deb=$(ls /out/ebpf-profiler_*.deb | grep -v dbgsym | head -1)
@@ -225,7 +226,6 @@ for u in $UNITS; do
 done
 
 # ---- upgrade: the same package again over a store holding samples and an edited conffile -------
-samples_at_least() { local n; n=$(store_samples); [ -n "$n" ] && [ "$n" -ge "$1" ]; }
 echo "# edited by the selftest" >> /etc/ebpf-profiler/exporter.conf
 before=$(store_samples); before=${before:-0}
 loader_pid=$(systemctl show -P MainPID ebpf-profiler-loader)
