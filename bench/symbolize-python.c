@@ -31,7 +31,7 @@
 
 #include "bench-util.h"
 #include "fake-python-process.h"
-#include "resolve-python.h"
+#include "resolve-cpython.h"
 #include "resolver.h"
 
 #define ROUNDS 3

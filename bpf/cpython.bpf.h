@@ -22,7 +22,7 @@
 
 _Static_assert(EP_BPF_CNT_PY_BASE + _EP_BPF_PY_MAX <= EP_BPF_CNT_MAX, "counters map too small");
 
-/* py_procs is written by the loader (unwinder-loader/python-procs.c), py_walk is the walk of
+/* py_procs is written by the loader (unwinder-loader/runtime-cpython.c), py_walk is the walk of
  * the sample being unwound on this CPU. */
 
 struct {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* CPython: the types bpf/cpython.bpf.h shares with the loader (unwinder-loader/python-procs.c
+/* CPython: the types bpf/cpython.bpf.h shares with the loader (unwinder-loader/runtime-cpython.c
  * writes py_procs, trace-convert.c decodes the frames, loader-bus.c names the counters).
  * Included by bpf/profiler.h. */
 
@@ -46,7 +46,7 @@ enum {
 };
 
 /* py_procs: pid (tgid) → where that process's CPython keeps its threads and frames. Written
- * by the loader (python-procs.c) for processes that map a CPython runtime; absolute
+ * by the loader (runtime-cpython.c) for processes that map a CPython runtime; absolute
  * addresses (load bias applied). Offsets are those of common/python-layout.h;
  * EP_BPF_PY_NONE for a field the version lacks. */
 #define EP_BPF_PY_NONE 0xffffffffu

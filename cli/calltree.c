@@ -6,6 +6,26 @@
 #include "calltree.h"
 #include "hashmap.h"
 
+static const char *const view_kind_names[_EP_VIEW_KIND_MAX] = {
+        [EP_VIEW_ROOT] = "all",
+        [EP_VIEW_PROCESS] = "process",
+        [EP_VIEW_NATIVE] = "native",
+        [EP_VIEW_KERNEL] = "kernel",
+        [EP_VIEW_UNKNOWN] = "unknown",
+        [EP_VIEW_PYTHON] = "python",
+};
+
+const char *ep_view_kind_to_string(EpViewKind k) {
+        return (unsigned) k < _EP_VIEW_KIND_MAX ? view_kind_names[k] : "unknown";
+}
+
+EpViewKind ep_view_kind_from_string(const char *name) {
+        for (unsigned k = 0; k < _EP_VIEW_KIND_MAX; k++)
+                if (streq(view_kind_names[k], name))
+                        return k;
+        return EP_VIEW_NATIVE;
+}
+
 /* Key of the child index: one child per (parent, frame). */
 typedef struct ChildKey {
         uint32_t parent;

@@ -22,6 +22,12 @@ typedef enum EpViewKind {
         _EP_VIEW_KIND_MAX,
 } EpViewKind;
 
+/* The kind's name ("native", "python", ...): the legend's labels, the HTML graph's kinds and
+ * the frame-kind table's view classes (common/frame-kind.c). */
+const char *ep_view_kind_to_string(EpViewKind k);
+/* The kind named so; a name no view kind has is shown as native code. */
+EpViewKind ep_view_kind_from_string(const char *name);
+
 /* One frame as the views show it. */
 typedef struct EpViewFrame {
         uint32_t name;   /* string id */

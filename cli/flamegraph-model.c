@@ -16,18 +16,6 @@ size_t ep_utf8_len(const unsigned char *s) {
         return ep_utf8_char(s, strnlen((const char *) s, 4), NULL);
 }
 
-const char *ep_view_kind_to_string(EpViewKind k) {
-        static const char *const names[_EP_VIEW_KIND_MAX] = {
-                [EP_VIEW_ROOT] = "all",
-                [EP_VIEW_PROCESS] = "process",
-                [EP_VIEW_NATIVE] = "native",
-                [EP_VIEW_KERNEL] = "kernel",
-                [EP_VIEW_UNKNOWN] = "unknown",
-                [EP_VIEW_PYTHON] = "python",
-        };
-        return (unsigned) k < _EP_VIEW_KIND_MAX ? names[k] : "unknown";
-}
-
 static double unit_hash(const char *s, unsigned salt) {
         uint64_t h = ep_hash_bytes(s, strlen(s)) ^ (0x9e3779b97f4a7c15ULL * (salt + 1));
         /* Mix once more so each salt gives an independent-looking value. */

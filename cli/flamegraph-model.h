@@ -65,8 +65,6 @@ typedef struct EpFlameLegend {
 #define EP_FLAME_LEGEND_MAX 5
 size_t ep_flame_legend(const EpFlameOptions *o, EpFlameLegend ret[static EP_FLAME_LEGEND_MAX]);
 
-const char *ep_view_kind_to_string(EpViewKind k);
-
 /* Visits the tree in pre-order, children sorted by name: the left-to-right order of the graph.
  * offset is the samples left of the node within the root. visit returns > 0 to go into the
  * node's children, 0 to skip them, or a negative errno to stop the walk with. */

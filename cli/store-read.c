@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "frame-kind.h"
 #include "grow-array.h"
 #include "hashmap.h"
 #include "log.h"
@@ -84,44 +85,40 @@ int ep_store_frame_name(const EpStoredFrame *f, const char *function, char **ret
         if (function && !*function)
                 function = NULL;
 
-        switch (f->kind) {
-        case EP_FRAME_NATIVE:
+        const EpFrameKind *fk = ep_frame_kind(f->kind);
+        switch (fk ? fk->identity : EP_FRAME_ID_NONE) {
+        case EP_FRAME_ID_FILE_OFFSET:
                 module = basename_or(f->path, "");
                 if (function) {
-                        kind = EP_VIEW_NATIVE;
+                        kind = ep_view_kind_from_string(fk->view);
                         r = asprintf(&name, "%s", function);
                 } else
                         /* Views are for people: unnamed code groups per file. The store keeps
                          * every address (and the file ID) for a backend to symbolize. */
                         r = asprintf(&name, "[unknown] %s", basename_or(f->path, "?"));
                 break;
-        case EP_FRAME_KERNEL:
-                kind = EP_VIEW_KERNEL;
+        case EP_FRAME_ID_KERNEL_ADDR:
+                kind = ep_view_kind_from_string(fk->view);
                 module = f->module && *f->module ? f->module : "vmlinux";
                 if (function)
                         r = asprintf(&name, "%s [k]", function);
                 else
                         r = asprintf(&name, "[k] 0x%" PRIx64, f->addr);
                 break;
-        case EP_FRAME_ABORT:
-                r = asprintf(&name, "[unwinding stopped: %s]", ep_stop_reason_name(f->addr) ?: "unknown reason");
-                break;
-        case EP_FRAME_CPYTHON:
-                kind = EP_VIEW_PYTHON;
-                module = "python";
-                if (function)
-                        r = asprintf(&name, "%s", function);
-                else
-                        r = asprintf(&name, "[python code 0x%" PRIx64 "]", (uint64_t) EP_FRAME_CPYTHON_CODE(f->addr));
-                break;
-        case EP_FRAME_UNMAPPED:
-        default:
-                /* Named from the process's perf map (JIT code), the name as the JIT wrote it. */
+        case EP_FRAME_ID_PROCESS_ADDR:
+                /* JIT code as the JIT named it in its perf map, a runtime's function. */
+                module = fk->module ?: "";
                 if (function) {
-                        kind = EP_VIEW_NATIVE;
+                        kind = ep_view_kind_from_string(fk->view);
                         r = asprintf(&name, "%s", function);
-                } else
-                        r = asprintf(&name, "[unmapped]");
+                } else if (fk->addr_mask)
+                        r = asprintf(&name, "[%s 0x%" PRIx64 "]", fk->unnamed, f->addr & fk->addr_mask);
+                else
+                        r = asprintf(&name, "[%s]", fk->unnamed);
+                break;
+        case EP_FRAME_ID_NONE:
+        default:
+                r = asprintf(&name, "[unwinding stopped: %s]", ep_stop_reason_name(f->addr) ?: "unknown reason");
                 break;
         }
         if (r < 0)

@@ -3,6 +3,7 @@
 
 #include "array.h"
 #include "frames.h"
+#include "frame-kind.h"
 #include "macro.h"
 #include "wire.h"
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "collector.h"
+#include "frame-kind.h"
 #include "log.h"
 #include "wire-buf.h"
 
@@ -48,15 +49,15 @@ static int queue_unmapped(Collector *c, uint32_t idx) {
 static int frame_is_new(Collector *c, uint32_t idx) {
         Frame *f = frame_table_get(&c->frames, idx);
 
-        switch (f->kind) {
-        case EP_FRAME_NATIVE:
-        case EP_FRAME_KERNEL:
+        switch (ep_frame_kind(f->kind)->identity) {
+        case EP_FRAME_ID_FILE_OFFSET:
+        case EP_FRAME_ID_KERNEL_ADDR:
                 return collector_sym_queue_frame(c, idx);
-        case EP_FRAME_UNMAPPED:
-                /* JIT code: named from the process's perf map, if it has one. */
-        case EP_FRAME_CPYTHON:
-                /* A code object in that process's memory. */
+        case EP_FRAME_ID_PROCESS_ADDR:
+                /* JIT code (named from the perf map), a runtime's code object: asked again
+                 * later when not named yet (frame_seen_again). */
                 return queue_unmapped(c, idx);
+        case EP_FRAME_ID_NONE:
         default:
                 /* Nothing a symbolizer could name (unwind stop markers). */
                 f->sym_state = SYM_STATE_NONE;
@@ -92,10 +93,10 @@ static int intake_trace(Collector *c, const void *payload, size_t len) {
                (size_t) h.n_frames * sizeof(EpFrame));
 
         for (size_t i = 0; i < h.n_frames; i++) {
-                if (frames[i].kind >= _EP_FRAME_KIND_MAX)
+                if (!ep_frame_kind(frames[i].kind))
                         return DECODE_ERROR(c, "Dropping trace with unknown frame kind %u.",
                                             frames[i].kind);
-                if (frames[i].kind == EP_FRAME_NATIVE &&
+                if (ep_frame_kind_has_file(frames[i].kind) &&
                     file_table_by_key(&c->files, frames[i].file_key) == 0)
                         return DECODE_ERROR(c, "Dropping trace referring to file key %" PRIu32
                                             " that was never announced.", frames[i].file_key);
@@ -111,7 +112,7 @@ static int intake_trace(Collector *c, const void *payload, size_t len) {
 
         for (size_t i = 0; i < h.n_frames; i++) {
                 const EpFrame *f = &frames[i];
-                uint32_t file = f->kind == EP_FRAME_NATIVE ? file_table_by_key(&c->files, f->file_key) : 0;
+                uint32_t file = ep_frame_kind_has_file(f->kind) ? file_table_by_key(&c->files, f->file_key) : 0;
 
                 r = frame_table_intern(&c->frames, f->kind, f->flags, file, process, f->addr, &ids[i]);
                 if (r < 0)

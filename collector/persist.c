@@ -6,6 +6,7 @@
 
 #include "array.h"
 #include "collector.h"
+#include "frame-kind.h"
 #include "log.h"
 
 typedef struct Undo {

@@ -9,6 +9,7 @@
 
 #include "array.h"
 #include "collector.h"
+#include "frame-kind.h"
 #include "log.h"
 #include "wire-buf.h"
 #include "wire-sym.h"

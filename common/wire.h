@@ -14,7 +14,8 @@
 #define EP_COMM_LEN 16
 #define EP_MAX_FRAMES 2048   /* kernel + user frames in one trace */
 
-/* Frame kinds: what an address means and who can name it. Values are stable (stored). */
+/* Frame kinds: what an address means and who can name it. Values are stable (stored); what
+ * each kind is, is described once in frame-kind.c. */
 enum {
         EP_FRAME_UNKNOWN = 0,
         EP_FRAME_NATIVE = 1,   /* addr is a file offset in the file (file_key / file_id) */
@@ -33,12 +34,6 @@ enum {
         (((uint64_t) (code) & ((1ULL << 48) - 1)) | ((uint64_t) ((offset) > 0xffff ? 0xffff : (offset)) << 48))
 #define EP_FRAME_CPYTHON_CODE(addr) ((addr) & ((1ULL << 48) - 1))
 #define EP_FRAME_CPYTHON_OFFSET(addr) ((uint32_t) ((addr) >> 48))
-
-/* Frames whose address means something only in their process (the collector keys them by
- * process, the symbolizer needs the process). */
-static inline int ep_frame_kind_per_process(unsigned kind) {
-        return kind == EP_FRAME_UNMAPPED || kind == EP_FRAME_CPYTHON;
-}
 
 /* Frame flags. */
 enum {

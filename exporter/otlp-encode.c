@@ -6,6 +6,7 @@
 #include "pb-build.h"
 #include "arena.h"
 #include "file-id.h"
+#include "frame-kind.h"
 #include "hashmap.h"
 #include "intern.h"
 #include "otlp-encode.h"
@@ -69,19 +70,8 @@ typedef struct Encoder {
 } Encoder;
 
 const char *otlp_frame_type(uint8_t kind) {
-        switch (kind) {
-        case EP_FRAME_NATIVE:
-        case EP_FRAME_UNMAPPED:
-                return "native";
-        case EP_FRAME_KERNEL:
-                return "kernel";
-        case EP_FRAME_CPYTHON:
-                return "cpython";
-        case EP_FRAME_ABORT:
-                return "abort-marker";
-        default:
-                return "unknown";
-        }
+        const EpFrameKind *k = ep_frame_kind(kind);
+        return k ? k->otlp_type : "unknown";
 }
 
 /* Index of s in the string table; NULL and "" are index 0. */

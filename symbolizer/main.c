@@ -20,7 +20,7 @@
 #include "privileges.h"
 #include "resolve-kernel.h"
 #include "resolve-jit.h"
-#include "resolve-python.h"
+#include "resolve-cpython.h"
 #include "resolver.h"
 #include "session.h"
 #include "stats.h"
@@ -201,7 +201,7 @@ static int prop_jit(sd_bus *bus, const char *path, const char *interface, const 
         return r < 0 ? r : sd_bus_message_close_container(reply);
 }
 
-/* CPython frames (resolve-python.c). */
+/* CPython frames (resolve-cpython.c). */
 static int prop_python(sd_bus *bus, const char *path, const char *interface, const char *property,
                        sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;

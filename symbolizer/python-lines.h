@@ -2,7 +2,7 @@
 #pragma once
 
 /* CPython line tables decoded into (start offset, line) entries: pure functions over the bytes
- * of a code object's co_lnotab / co_linetable (resolve-python.c reads them from the process).
+ * of a code object's co_lnotab / co_linetable (resolve-cpython.c reads them from the process).
  *
  *   EP_PY_LINES_LNOTAB (3.6–3.9): pairs (offset increment in bytes, line increment as a signed
  *     byte); the increments of a pair apply from the offset the pair reaches on.

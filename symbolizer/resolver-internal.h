@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Shared between resolver.c (caches, dispatch) and the per-kind resolvers:
- * resolve-native.c (ELF files), resolve-kernel.c (kallsyms, modules, BPF programs) and
- * resolve-jit.c (perf maps of processes). Each per-kind file owns its own state, reached
+/* Shared between resolver.c (caches, dispatch) and the per-kind resolvers registered in
+ * resolvers.c: resolve-native.c (ELF files), resolve-kernel.c (kallsyms, modules, BPF
+ * programs), resolve-jit.c (perf maps of processes) and resolve-cpython.c (CPython code objects). Each per-kind file owns its own state, reached
  * through an opaque pointer in EpResolver, created on first use and freed by its _free(). */
 
 #include "hashmap.h"
@@ -29,8 +29,8 @@ typedef struct FileEntry {
         uint64_t since_ns;
 } FileEntry;
 
-/* The result cache's key. For EP_FRAME_UNMAPPED and EP_FRAME_CPYTHON, file_id holds the pid
- * (4 bytes) and the start time (8 bytes): their addresses name something in one process only. */
+/* The result cache's key. For the kinds whose frames belong to one process (frame-kind.h),
+ * file_id holds the pid (4 bytes) and the start time (8 bytes). */
 typedef struct ResultKey {
         uint8_t kind, flags;
         uint8_t pad[6];
@@ -106,3 +106,16 @@ void ep_resolve_python_source_changed(EpResolver *r);
 void ep_resolve_kernel_free(EpResolver *r);
 void ep_resolve_jit_free(EpResolver *r);
 void ep_resolve_python_free(EpResolver *r);
+
+/* What names a frame kind: resolve fills *out (empty on entry) and sets *ret_cacheable when the
+ * answer may be reused for the same key (only -ENOMEM is an error; the rest is a status);
+ * source_changed forgets what the file source could not provide before; free releases the
+ * kind's state. Either of the last two may be NULL. */
+typedef struct EpResolverKind {
+        int (*resolve)(EpResolver *r, const EpSymRequest *req, EpSymResult *out, bool *ret_cacheable);
+        void (*source_changed)(EpResolver *r);
+        void (*free)(EpResolver *r);
+} EpResolverKind;
+
+/* resolvers.c: indexed by EP_FRAME_*; a kind nothing names has no resolve. */
+extern const EpResolverKind ep_resolvers[_EP_FRAME_KIND_MAX];

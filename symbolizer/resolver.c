@@ -8,6 +8,7 @@
 #include "debug-file.h"
 #include "elf-symbols.h"
 #include "file-id.h"
+#include "frame-kind.h"
 #include "log.h"
 #include "lru.h"
 #include "native-file.h"
@@ -90,10 +91,9 @@ EpResolver *ep_resolver_free(EpResolver *r) {
         ep_lru_free(r->files);
         ep_lru_free(r->results);
         ep_hashmap_free(r->persisted_files);
-        ep_resolve_kernel_free(r);
-        ep_resolve_jit_free(r);
-        ep_resolve_python_free(r);
-        ep_resolve_go_free(r);
+        for (size_t k = 0; k < ELEMENTSOF(ep_resolvers); k++)
+                if (ep_resolvers[k].free)
+                        ep_resolvers[k].free(r);
         free(r);
         return NULL;
 }
@@ -120,9 +120,9 @@ void ep_resolver_source_changed(EpResolver *r) {
                         (void) ep_lru_remove(r->files, key);
                 }
         }
-        ep_resolve_kernel_source_changed(r);
-        ep_resolve_jit_source_changed(r);
-        ep_resolve_python_source_changed(r);
+        for (size_t k = 0; k < ELEMENTSOF(ep_resolvers); k++)
+                if (ep_resolvers[k].source_changed)
+                        ep_resolvers[k].source_changed(r);
 }
 
 /* ---- files ---- */
@@ -312,28 +312,36 @@ static void count(EpResolver *r, uint8_t status) {
 }
 
 static void result_key(const EpSymRequest *req, ResultKey *ret) {
+        const EpFrameKind *k = ep_frame_kind(req->kind);
+
         *ret = (ResultKey) {
                 .kind = req->kind,
                 .flags = req->flags & EP_FRAME_FLAG_RETURN_ADDRESS,
                 .addr = req->addr,
         };
-        switch (req->kind) {
-        case EP_FRAME_NATIVE:
+        switch (k ? k->identity : EP_FRAME_ID_NONE) {
+        case EP_FRAME_ID_FILE_OFFSET:
                 memcpy(ret->file_id, req->file_id, EP_FILE_ID_SIZE);
                 break;
-        case EP_FRAME_UNMAPPED:
-        case EP_FRAME_CPYTHON:
+        case EP_FRAME_ID_PROCESS_ADDR:
                 memcpy(ret->file_id, &req->pid, sizeof req->pid);
                 memcpy(ret->file_id + sizeof req->pid, &req->start_time_ns, sizeof req->start_time_ns);
+                break;
+        default:
                 break;
         }
 }
 
-/* Only native frames outlive the process: a file ID names the content, while kernel
- * addresses move at every boot and JIT and CPython addresses belong to one process. Only final answers:
- * a file that could not be opened may open next time. */
+/* Only kinds whose identity names the content outlive the process (frame-kind.c: a file ID
+ * does; kernel addresses move at every boot, JIT and runtime addresses belong to one process).
+ * Only final answers: a file that could not be opened may open next time. */
+static bool kind_persists(uint8_t kind) {
+        const EpFrameKind *k = ep_frame_kind(kind);
+        return k && k->symbols_persist;
+}
+
 static bool persistable(const ResultKey *key, const EpSymResult *res) {
-        return key->kind == EP_FRAME_NATIVE && (res->status == EP_SYM_OK || res->status == EP_SYM_NOT_FOUND);
+        return kind_persists(key->kind) && (res->status == EP_SYM_OK || res->status == EP_SYM_NOT_FOUND);
 }
 
 /* ---- the persisted cache ---- */
@@ -410,7 +418,7 @@ static int persisted_lookup(EpResolver *r, const ResultKey *key) {
         PersistedFile *pf;
         int k;
 
-        if (!cache || key->kind != EP_FRAME_NATIVE)
+        if (!cache || !kind_persists(key->kind))
                 return 0;
         k = ep_symbol_cache_get(cache, key->file_id, key->addr, key->flags, &r->scratch);
         if (k == -ENOMEM)
@@ -519,24 +527,11 @@ int ep_resolver_symbolize(EpResolver *r, const EpSymRequest *req, const EpSymRes
                 return 0;
         }
 
-        switch (req->kind) {
-        case EP_FRAME_NATIVE:
-                k = ep_resolve_native(r, req, &r->scratch, &cacheable);
-                break;
-        case EP_FRAME_KERNEL:
-                k = ep_resolve_kernel(r, req, &r->scratch, &cacheable);
-                break;
-        case EP_FRAME_UNMAPPED:
-                k = ep_resolve_jit(r, req, &r->scratch, &cacheable);
-                break;
-        case EP_FRAME_CPYTHON:
-                k = ep_resolve_python(r, req, &r->scratch, &cacheable);
-                break;
-        default:
+        if (req->kind < ELEMENTSOF(ep_resolvers) && ep_resolvers[req->kind].resolve)
+                k = ep_resolvers[req->kind].resolve(r, req, &r->scratch, &cacheable);
+        else
                 /* Nothing to look up for other kinds. */
                 k = ep_resolver_result_set(&r->scratch, EP_SYM_NOT_FOUND, 0, "", NULL);
-                break;
-        }
         if (k < 0) {
                 ep_sym_result_done(&r->scratch);
                 return k;

@@ -6,7 +6,7 @@
  * LRU of results, and names native frames from ELF symbols and kernel frames from kallsyms.
  * Results are shaped for the response message: a status, the ELF-space address, the module
  * and a list of lines, innermost first (an inlined callee before its caller). The work per
- * frame kind lives in resolve-native.c, resolve-kernel.c, resolve-jit.c and resolve-python.c. */
+ * frame kind lives in resolve-native.c, resolve-kernel.c, resolve-jit.c and resolve-cpython.c. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -38,7 +38,7 @@ typedef struct EpFileSource {
         /* /proc/PID/mem of that process (O_RDONLY, read with pread at virtual addresses) and
          * the runtime the loader detected in it: runtime "cpython" (NUL-terminated, at most
          * runtime_size bytes) and *ret_version major << 8 | minor, or "" and 0 for none
-         * (resolve-python.c). */
+         * (resolve-cpython.c). */
         int (*open_process_memory)(void *userdata, uint32_t pid, char *runtime, size_t runtime_size,
                                    uint32_t *ret_version);
         void *userdata;

@@ -34,7 +34,7 @@ typedef struct EpUnwindMaps {
         int unwind_pages;
         int unwind_tables;
         int file_state;
-        int py_procs; /* CPython processes (python-procs.c) */
+        int py_procs; /* CPython processes (runtime-cpython.c) */
 } EpUnwindMaps;
 
 /* Loads and attaches everything but the perf events. Errors are logged with cause and fix. */

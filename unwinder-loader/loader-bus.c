@@ -29,18 +29,6 @@ static const char *const step_names[_EP_UNWIND_STEP_MAX] = {
         [EP_UNWIND_STEP_FP] = "frame-pointer",
 };
 
-/* The CPython walk's counters (EP_BPF_PY_*), property PythonCounters. */
-static const char *const python_counter_names[_EP_BPF_PY_MAX] = {
-        [EP_BPF_PY_SAMPLES] = "samples",
-        [EP_BPF_PY_FRAMES] = "frames",
-        [EP_BPF_PY_ACTIVATIONS] = "eval-frames",
-        [EP_BPF_PY_THREAD_NOT_FOUND] = "thread-not-found",
-        [EP_BPF_PY_READ_FAILED] = "read-failed",
-        [EP_BPF_PY_NO_FRAME] = "no-frame",
-        [EP_BPF_PY_TRUNCATED] = "truncated",
-        [EP_BPF_PY_UNPLACED] = "unplaced",
-};
-
 /* One read serves all the properties of one emission or GetAll. */
 #define COUNTERS_FRESH_NS (50 * NSEC_PER_MSEC)
 
@@ -324,8 +312,8 @@ static int method_open_process_memory(sd_bus_message *m, void *userdata, sd_bus_
                 } else
                         loader_track_process(l, p);
         }
-        if (p && p->py_version && !p->exit_boot_ns)
-                return sd_bus_reply_method_return(m, "hsu", fd, "cpython", (uint32_t) p->py_version);
+        if (p && p->runtime && !p->exit_boot_ns)
+                return sd_bus_reply_method_return(m, "hsu", fd, p->runtime->name, (uint32_t) p->runtime_version);
         return sd_bus_reply_method_return(m, "hsu", fd, "", (uint32_t) 0);
 }
 
@@ -436,22 +424,13 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "t", c[EP_BPF_CNT_FORK_INHERITED]);
         if (streq(property, "OtherNamespaceSamples"))
                 return sd_bus_message_append(reply, "t", c[EP_BPF_CNT_OTHER_PID_NS]);
-        if (streq(property, "PythonCounters")) {
+        const LoaderRuntime *rt = loader_runtime_by_counters(property);
+        if (rt) {
+                LoaderCounter rc[LOADER_RUNTIME_COUNTERS_MAX];
+                size_t n = rt->counters(l, c, rc);
                 int r = sd_bus_message_open_container(reply, 'a', "{st}");
-                for (int i = 0; r >= 0 && i < _EP_BPF_PY_MAX; i++)
-                        r = sd_bus_message_append(reply, "{st}", python_counter_names[i], c[EP_BPF_CNT_PY_BASE + i]);
-                if (r >= 0)
-                        r = sd_bus_message_append(reply, "{st}", "frames-sent", l->py_frames);
-                if (r >= 0)
-                        r = sd_bus_message_append(reply, "{st}", "placed-by-loader", l->py_spliced);
-                if (r >= 0)
-                        r = sd_bus_message_append(reply, "{st}", "unplaced-dropped", l->py_unplaced_dropped);
-                if (r >= 0)
-                        r = sd_bus_message_append(reply, "{st}", "processes", (uint64_t) loader_python_processes(l));
-                if (r >= 0)
-                        r = sd_bus_message_append(reply, "{st}", "runtimes", l->py_runtimes);
-                if (r >= 0)
-                        r = sd_bus_message_append(reply, "{st}", "runtime-errors", l->py_detect_errors);
+                for (size_t i = 0; r >= 0 && i < n; i++)
+                        r = sd_bus_message_append(reply, "{st}", rc[i].name, rc[i].value);
                 if (r >= 0)
                         r = sd_bus_message_close_container(reply);
                 return r;
@@ -567,9 +546,7 @@ void loader_bus_emit_changes(Loader *l) {
         now[8] = hash_values((const uint64_t[]) { hash_values(c + EP_BPF_CNT_STEP_BASE, _EP_UNWIND_STEP_MAX),
                                                   c[EP_BPF_CNT_UNKNOWN_PROCESS], c[EP_BPF_CNT_FORK_INHERITED],
                                                   c[EP_BPF_CNT_OTHER_PID_NS],
-                                                  hash_values(c + EP_BPF_CNT_PY_BASE, _EP_BPF_PY_MAX),
-                                                  l->py_frames, l->py_runtimes, l->py_detect_errors,
-                                                  l->py_spliced, l->py_unplaced_dropped }, 10);
+                                                  loader_runtimes_counters_hash(l, c) }, 5);
         now[9] = (uint64_t) ts.loaded << 32 | ts.pending;
         now[10] = hash_values((const uint64_t[]) { ts.bytes, ts.requests, ts.errors, ts.rules, ts.fp_only }, 5);
         now[11] = hash_values((const uint64_t[]) { l->mapping_overflows, l->stack_copies, l->user_unwinds,

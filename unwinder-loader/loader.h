@@ -81,13 +81,15 @@ typedef struct Loader {
         uint64_t deferred_total;   /* samples that waited for a table */
         uint64_t deferred_expired; /* ... and were sent when the wait ran out */
 
-        /* python-procs.c: CPython runtimes by file key (PyFile *), and statistics */
+        /* runtime-cpython.c: CPython runtimes by file key (PyFile *), and statistics */
         struct EpHashmap *py_files;
         uint64_t py_runtimes;      /* files found to be usable CPython runtimes */
         uint64_t py_detect_errors; /* CPython files that cannot be used */
-        uint64_t py_frames;        /* EP_FRAME_CPYTHON frames sent (trace-convert.c) */
-        uint64_t py_spliced;       /* BPF's unplaced interpreter frames placed in a loader unwind */
-        uint64_t py_unplaced_dropped; /* interpreter frames a loader unwind found no place for */
+        /* trace-convert.c: interpreter frames of every runtime */
+        uint64_t interp_frames_sent;
+        uint64_t interp_spliced;   /* BPF's unplaced interpreter frames placed in a loader unwind */
+        uint64_t interp_unplaced_dropped; /* interpreter frames a loader unwind found no place for */
+        uint64_t interp_orphaned;  /* interpreter frames of a process that runs no runtime any more */
 
         EpFrame frames[EP_MAX_FRAMES]; /* conversion scratch */
         uint64_t counters[EP_BPF_CNT_MAX]; /* loader-bus.c: the BPF counters, as last read */
@@ -132,24 +134,45 @@ int loader_scan_processes(Loader *l);
 /* Makes the vDSO a file with an unwind table (and symbols), before any process is read. */
 void loader_setup_vdso(Loader *l);
 
-/* runtimes.c: the interpreter runtimes' seam; the only caller of their files below. */
-/* p's mappings were written to BPF: each runtime writes (or deletes) p's entry. */
-void loader_runtimes_track(Loader *l, EpProcess *p);
-/* p is forgotten or dead: its runtime state goes, and its BPF entries too when
- * delete_bpf_entry (not when the BPF side's exit hook removed them already). */
-void loader_runtimes_untrack(Loader *l, EpProcess *p, bool delete_bpf_entry);
-/* pc (a native frame's lookup address) is in one of p's interpreter loops. */
-bool loader_runtimes_is_interp_loop(Loader *l, const EpProcess *p, uint64_t pc);
-void loader_runtimes_free(Loader *l);
+typedef struct LoaderCounter {
+        const char *name;
+        uint64_t value;
+} LoaderCounter;
+#define LOADER_RUNTIME_COUNTERS_MAX 32
 
-/* python-procs.c: py_procs (bpf/cpython.h) for processes that map a CPython runtime. */
-/* Writes (or deletes) p's entry from its current mappings; called when they changed. */
-void loader_track_python(Loader *l, EpProcess *p);
-/* Forgets p's CPython, deleting its entry when delete_bpf_entry. */
-void loader_untrack_python(Loader *l, EpProcess *p, bool delete_bpf_entry);
-size_t loader_python_processes(Loader *l);
-bool loader_python_is_eval_loop(Loader *l, const EpProcess *p, uint64_t pc);
-void loader_python_free(Loader *l);
+/* An interpreter runtime's loader part (runtime-<rt>.c), registered in runtimes.c; see
+ * docs/ARCHITECTURE.md, "How to add a runtime". */
+typedef struct LoaderRuntime {
+        const char *name;              /* OpenProcessMemory's answer for its processes */
+        const char *counters_property; /* its Loader1 property of counters (a{st}) */
+        uint8_t frame_kind;            /* EP_FRAME_* of its frames in traces */
+        /* p's mappings were written to BPF: writes p's entry in the runtime's BPF map when p
+         * runs it and returns the version (>0); else 0, deleting the entry when had_entry. */
+        uint16_t (*track)(Loader *l, EpProcess *p, bool had_entry);
+        /* p runs it and is forgotten or dead: deletes its BPF entry when delete_bpf_entry (not
+         * when the BPF side's exit hook removed it already). */
+        void (*untrack)(Loader *l, EpProcess *p, bool delete_bpf_entry);
+        /* pc (a native frame's lookup address) is in one of p's interpreter loops */
+        bool (*is_interp_loop)(Loader *l, const EpProcess *p, uint64_t pc);
+        /* the trace address of a frame BPF sent as two slots: an address, then a signed offset */
+        uint64_t (*frame_addr)(uint64_t object, int64_t offset);
+        /* its counters, from the BPF ones (EP_BPF_CNT_*) and its own; returns how many */
+        size_t (*counters)(Loader *l, const uint64_t *bpf, LoaderCounter ret[static LOADER_RUNTIME_COUNTERS_MAX]);
+        void (*free)(Loader *l);
+} LoaderRuntime;
+
+extern const LoaderRuntime loader_runtime_cpython; /* runtime-cpython.c */
+
+/* runtimes.c: the seam; process-tracker.c, trace-convert.c, loader-bus.c and main.c reach a
+ * runtime only through these. */
+void loader_runtimes_track(Loader *l, EpProcess *p);
+void loader_runtimes_untrack(Loader *l, EpProcess *p, bool delete_bpf_entry);
+bool loader_runtimes_is_interp_loop(Loader *l, const EpProcess *p, uint64_t pc);
+/* The runtime whose counters are that property, or NULL. */
+const LoaderRuntime *loader_runtime_by_counters(const char *property);
+/* A hash of every runtime's counters, to tell when they changed. */
+uint64_t loader_runtimes_counters_hash(Loader *l, const uint64_t *bpf);
+void loader_runtimes_free(Loader *l);
 
 /* loader-bus.c */
 int loader_bus_publish(Loader *l);

@@ -53,9 +53,11 @@ typedef struct EpProcess {
         uint64_t synced_boot_ns;     /* CLOCK_BOOTTIME of that write */
         uint32_t *held_files;        /* file keys it holds a table reference on, sorted */
         size_t n_held;
-        /* python-procs.c: the CPython it runs (major << 8 | minor) as written to py_procs; 0:
-         * none */
-        uint16_t py_version;
+        /* runtimes.c: the interpreter runtime it runs (its entry in that runtime's BPF map is
+         * written), NULL: none; and its version as the runtime says it (CPython: major << 8 |
+         * minor) */
+        const struct LoaderRuntime *runtime;
+        uint16_t runtime_version;
 
         /* trace-convert.c: samples waiting for tables keep the process (and its exit notice) */
         unsigned n_deferred;

@@ -212,12 +212,12 @@ static unsigned splice_interp_frames(Loader *l, const EpProcess *p, const uint64
         EpSpliceResult r = ep_splice_interp_frames(bpf, n_bpf, l->user_frames, n_native, native_complete,
                                                    interp_loop, &c, l->spliced_frames, EP_BPF_MAX_USER_FRAMES);
 
-        if (r.dropped > 0 && l->py_unplaced_dropped == 0)
+        if (r.dropped > 0 && l->interp_unplaced_dropped == 0)
                 log_notice("Process %d: %u interpreter frames of a sample found no interpreter-loop frame in the "
                            "loader's own unwind of it; they are left out (see PythonCounters, unplaced-dropped).",
                            (int) p->pid, r.dropped);
-        l->py_unplaced_dropped += r.dropped;
-        l->py_spliced += r.placed;
+        l->interp_unplaced_dropped += r.dropped;
+        l->interp_spliced += r.placed;
         return r.n;
 }
 
@@ -281,15 +281,21 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
                 EpFrame *f = &l->frames[n++];
 
                 if (uflags & EP_BPF_FRAME_F_CPYTHON) {
-                        /* Code object, then the byte offset of its instruction (bpf/profiler.h). */
+                        /* An interpreter frame of the process's runtime: two slots (bpf/profiler.h). */
                         int64_t off = i + 1 < nu ? (int64_t) user[i + 1] : 0;
 
                         i++;
-                        *f = (EpFrame) {
-                                .addr = EP_FRAME_CPYTHON_ADDR(pc, (uint64_t) (off < 0 ? 0 : off)),
-                                .kind = EP_FRAME_CPYTHON,
-                        };
-                        l->py_frames++;
+                        if (!p->runtime) {
+                                /* The process left its runtime (exec) after BPF sampled it. */
+                                if (l->interp_orphaned++ == 0)
+                                        log_notice("Process %d: interpreter frames of a process that runs no "
+                                                   "interpreter any more are left out (frames-orphaned).",
+                                                   (int) p->pid);
+                                n--;
+                                continue;
+                        }
+                        *f = (EpFrame) { .addr = p->runtime->frame_addr(pc, off), .kind = p->runtime->frame_kind };
+                        l->interp_frames_sent++;
                         continue;
                 }
                 /* A return address points after the call: look up the call instruction's byte,

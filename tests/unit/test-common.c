@@ -3,6 +3,7 @@
 
 #include "daemon.h"
 #include "file-id.h"
+#include "frame-kind.h"
 #include "hashmap.h"
 #include "log.h"
 #include "sha256.h"
@@ -214,8 +215,35 @@ static void test_utf8(void) {
         ASSERT_EQ(ep_utf8_encode(0x110000, enc), 3); /* U+FFFD */
 }
 
+/* Every stored kind value has a row, and each row says what the readers of the table need. */
+static void test_frame_kinds(void) {
+        for (unsigned k = 0; k < _EP_FRAME_KIND_MAX; k++) {
+                const EpFrameKind *fk = ep_frame_kind(k);
+
+                ASSERT_TRUE(fk != NULL);
+                ASSERT_TRUE(fk->name && fk->otlp_type);
+                for (unsigned j = 0; j < k; j++)
+                        ASSERT_TRUE(!streq(ep_frame_kind(j)->name, fk->name));
+                /* Names outlive the process only when the identity names the content. */
+                if (fk->symbols_persist)
+                        ASSERT_EQ(fk->identity, EP_FRAME_ID_FILE_OFFSET);
+                /* A process's frame without a name is still shown as something. */
+                if (fk->identity == EP_FRAME_ID_PROCESS_ADDR)
+                        ASSERT_TRUE(fk->unnamed && fk->view);
+                ASSERT_EQ(ep_frame_kind_per_process(k), fk->identity == EP_FRAME_ID_PROCESS_ADDR);
+                ASSERT_EQ(ep_frame_kind_has_file(k), fk->identity == EP_FRAME_ID_FILE_OFFSET);
+        }
+        ASSERT_TRUE(ep_frame_kind(_EP_FRAME_KIND_MAX) == NULL);
+        ASSERT_TRUE(ep_frame_kind(255) == NULL);
+        ASSERT_TRUE(!ep_frame_kind_per_process(255));
+        ASSERT_TRUE(streq(ep_frame_kind(EP_FRAME_CPYTHON)->otlp_type, "cpython"));
+        ASSERT_TRUE(streq(ep_frame_kind(EP_FRAME_UNMAPPED)->otlp_type, "native"));
+        ASSERT_TRUE(streq(ep_frame_kind(EP_FRAME_KERNEL)->otlp_type, "kernel"));
+}
+
 int main(void) {
         test_utf8();
+        test_frame_kinds();
         test_hashmap();
         test_wire_buf();
         test_file_id();

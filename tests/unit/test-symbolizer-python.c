@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* CPython frames named by the symbolizer (resolve-python.c, python-lines.c), for every CPython
+/* CPython frames named by the symbolizer (resolve-cpython.c, python-lines.c), for every CPython
  * on the machine (pyenv 3.6–3.13, /usr/bin/python3.N):
  *
  *  1. Line tables: each interpreter dumps co_lnotab / co_linetable of every code object of a
@@ -24,7 +24,7 @@
 #include "python-detect.h"
 #include "python-layout.h"
 #include "python-lines.h"
-#include "resolve-python.h"
+#include "resolve-cpython.h"
 #include "resolver.h"
 #include "test-loader-python-util.h"
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 
-/* The BPF side's view of CPython processes (bpf/cpython.h, py_procs): for a process that maps
+/* CPython's loader part (registered in runtimes.c): the BPF side's view of CPython processes
+ * (bpf/cpython.h, py_procs): for a process that maps
  * a CPython runtime (python-detect.c), where its interpreter list and eval loop are, at the
  * process's addresses, and the layout offsets the BPF walk reads. Each file is examined once
  * (cached by file key); only files whose name contains "python" are examined (an interpreter
@@ -138,7 +139,7 @@ static const PyFile *py_file(Loader *l, uint32_t key) {
         return pf->state > 0 ? pf : NULL;
 }
 
-void loader_python_free(Loader *l) {
+static void cpython_free(Loader *l) {
         size_t state = 0;
         const void *k;
         void *v;
@@ -169,13 +170,11 @@ static bool load_bias(const PyFile *pf, const EpMapping *m, uint64_t *ret) {
         return false;
 }
 
-bool loader_python_is_eval_loop(Loader *l, const EpProcess *p, uint64_t pc) {
+static bool cpython_is_eval_loop(Loader *l, const EpProcess *p, uint64_t pc) {
         const EpMapping *m;
         const PyFile *pf;
         uint64_t bias;
 
-        if (p->py_version == 0)
-                return false;
         m = ep_process_find_mapping(p, pc);
         if (!m || m->file_key == 0)
                 return false;
@@ -243,12 +242,12 @@ static bool fill_entry(const PyFile *pf, const EpMapping *m, struct ep_bpf_py_pr
         return true;
 }
 
-void loader_track_python(Loader *l, EpProcess *p) {
+static uint16_t cpython_track(Loader *l, EpProcess *p, bool had_entry) {
         uint32_t pid = (uint32_t) p->pid;
         struct ep_bpf_py_proc e;
 
         if (l->maps.py_procs < 0)
-                return;
+                return 0;
         for (size_t i = 0; i < p->n_mappings; i++) {
                 const EpMapping *m = &p->mappings[i];
                 const PyFile *pf;
@@ -262,33 +261,76 @@ void loader_track_python(Loader *l, EpProcess *p) {
                         if (l->bpf_sync_errors++ == 0)
                                 log_warning_errno(errno, "Cannot write the CPython entry of process %d to BPF: %m",
                                                   (int) p->pid);
-                        return;
+                        break;
                 }
-                if (p->py_version != e.version)
+                if (!had_entry || p->runtime_version != e.version)
                         log_debug("Process %d runs CPython %u.%u.", (int) p->pid, e.version >> 8, e.version & 0xff);
-                p->py_version = e.version;
-                return;
+                return e.version;
         }
-        if (p->py_version != 0) {
+        if (had_entry)
                 (void) bpf_map_delete_elem(l->maps.py_procs, &pid);
-                p->py_version = 0;
-        }
+        return 0;
 }
 
-void loader_untrack_python(Loader *l, EpProcess *p, bool delete_bpf_entry) {
+static void cpython_untrack(Loader *l, EpProcess *p, bool delete_bpf_entry) {
         uint32_t pid = (uint32_t) p->pid;
 
-        if (delete_bpf_entry && p->py_version != 0 && l->maps.py_procs >= 0)
+        if (delete_bpf_entry && l->maps.py_procs >= 0)
                 (void) bpf_map_delete_elem(l->maps.py_procs, &pid);
-        p->py_version = 0;
 }
 
-size_t loader_python_processes(Loader *l) {
+static size_t live_processes(Loader *l) {
         size_t state = 0, n = 0;
         EpProcess *p;
 
         while (ep_proc_table_iterate(l->procs, &state, &p))
-                if (p->py_version && !p->exit_boot_ns)
+                if (p->runtime == &loader_runtime_cpython && !p->exit_boot_ns)
                         n++;
         return n;
 }
+
+/* The BPF walk's counters (EP_BPF_PY_*), then the loader's: property PythonCounters. */
+static const char *const bpf_counter_names[_EP_BPF_PY_MAX] = {
+        [EP_BPF_PY_SAMPLES] = "samples",
+        [EP_BPF_PY_FRAMES] = "frames",
+        [EP_BPF_PY_ACTIVATIONS] = "eval-frames",
+        [EP_BPF_PY_THREAD_NOT_FOUND] = "thread-not-found",
+        [EP_BPF_PY_READ_FAILED] = "read-failed",
+        [EP_BPF_PY_NO_FRAME] = "no-frame",
+        [EP_BPF_PY_TRUNCATED] = "truncated",
+        [EP_BPF_PY_UNPLACED] = "unplaced",
+};
+
+static size_t cpython_counters(Loader *l, const uint64_t *bpf, LoaderCounter ret[static LOADER_RUNTIME_COUNTERS_MAX]) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < _EP_BPF_PY_MAX; i++)
+                ret[n++] = (LoaderCounter) { bpf_counter_names[i], bpf[EP_BPF_CNT_PY_BASE + i] };
+        ret[n++] = (LoaderCounter) { "frames-sent", l->interp_frames_sent };
+        ret[n++] = (LoaderCounter) { "placed-by-loader", l->interp_spliced };
+        ret[n++] = (LoaderCounter) { "unplaced-dropped", l->interp_unplaced_dropped };
+        ret[n++] = (LoaderCounter) { "frames-orphaned", l->interp_orphaned };
+        ret[n++] = (LoaderCounter) { "processes", live_processes(l) };
+        ret[n++] = (LoaderCounter) { "runtimes", l->py_runtimes };
+        ret[n++] = (LoaderCounter) { "runtime-errors", l->py_detect_errors };
+        return n;
+}
+_Static_assert(_EP_BPF_PY_MAX + 7 <= LOADER_RUNTIME_COUNTERS_MAX, "PythonCounters do not fit");
+
+/* The code object's address, then the byte offset of its instruction (bpf/cpython.h); an
+ * offset before the first instruction (3.11/3.12 at the start) is the first. */
+static uint64_t cpython_frame_addr(uint64_t code, int64_t offset) {
+        return EP_FRAME_CPYTHON_ADDR(code, (uint64_t) (offset < 0 ? 0 : offset));
+}
+
+const LoaderRuntime loader_runtime_cpython = {
+        .name = "cpython",
+        .counters_property = "PythonCounters",
+        .frame_kind = EP_FRAME_CPYTHON,
+        .track = cpython_track,
+        .untrack = cpython_untrack,
+        .is_interp_loop = cpython_is_eval_loop,
+        .frame_addr = cpython_frame_addr,
+        .counters = cpython_counters,
+        .free = cpython_free,
+};

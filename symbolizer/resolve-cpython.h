@@ -3,7 +3,7 @@
 
 /* CPython frames (EP_FRAME_CPYTHON): the code object's qualified name, file name and the line
  * of the instruction, read from the process's memory (Loader1.OpenProcessMemory) with the
- * layout of its CPython version (common/python-layout.h). See resolve-python.c. */
+ * layout of its CPython version (common/python-layout.h). See resolve-cpython.c. */
 
 #include <stddef.h>
 #include <stdint.h>

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "resolve-python.h"
+#include "resolve-cpython.h"
 #include "resolver-internal.h"
 #include "utf8.h"
 
