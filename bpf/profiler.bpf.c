@@ -293,10 +293,15 @@ __noinline int ep_bpf_unwind_step(__u32 pid, struct ep_unwind_regs *regs) {
 
 /* ---- interpreter runtimes: the seams ----
  *
- * An interpreter's frames are walked inside the native walk's bpf_loop (no tail call: the
- * native walk keeps its EP_BPF_MAX_USER_FRAMES frames, and interpreted and native frames
- * alternate without a program switch). A runtime is one bpf/NAME.bpf.h (maps, walk state,
- * walk) with the types it shares with the loader in bpf/NAME.h, and plugs in here only:
+ * on_sample hands a sample of a process that runs an interpreter to that runtime's own
+ * program (a tail call through runtime_programs, keyed by RUNTIME_*), which unwinds the whole
+ * user stack: the native walk of every program is the same code (walk_user_stack), compiled in
+ * each with one runtime's hooks, so each program carries and the verifier checks only its own
+ * runtime, and interpreted and native frames alternate within one bpf_loop with the native
+ * walk's full EP_BPF_MAX_USER_FRAMES budget (one tail call per sample, not one per
+ * interpreter activation: CPython <= 3.10 enters its eval loop once per Python call).
+ * A runtime is one bpf/NAME.bpf.h (maps, walk state, walk) with the types it shares with the
+ * loader in bpf/NAME.h, and plugs in here only:
  *   runtimes_sample_start    a sample of pid starts: which runtime (if any) the process runs;
  *   runtimes_on_native_frame a native frame is about to be recorded: true when that runtime's
  *                            frames come first (the frame is its interpreter loop);
@@ -304,15 +309,16 @@ __noinline int ep_bpf_unwind_step(__u32 pid, struct ep_unwind_regs *regs) {
  *   runtimes_next_unplaced   after the native walk stopped short: the runtime's frames it did
  *                            not reach (bpf/profiler.h, EP_BPF_FRAME_F_UNPLACED);
  *   runtimes_frame_dropped   a frame did not fit (the runtime counts it);
- *   runtimes_process_gone / runtimes_process_forked  exec, exit, fork.
- * A second runtime includes its header below, adds a RUNTIME_* value and one branch to each
- * hook. docs/ARCHITECTURE.md, "Interpreter runtimes: the seams". */
+ *   runtimes_process_gone / runtimes_process_forked  exec, exit, fork;
+ *   RUNTIME_PROGRAM          its program, and its entry in runtime_programs.
+ * docs/ARCHITECTURE.md, "Interpreter runtimes: the seams, and how to add a runtime". */
 
 #include "cpython.bpf.h"
 
 enum {
         RUNTIME_NONE = 0,
         RUNTIME_CPYTHON = 1, /* bpf/cpython.bpf.h */
+        _RUNTIME_MAX,
 };
 
 #define EP_RUNTIME_FRAME_SLOTS 2 /* frames[] slots per interpreter frame */
@@ -323,7 +329,8 @@ static __always_inline __u32 runtimes_sample_start(__u32 pid, __u64 fsbase) {
         return RUNTIME_NONE;
 }
 
-/* pc: the native frame's lookup address (pc-1 for return addresses). */
+/* The hooks below are called with a constant runtime (each program's own): the other runtimes'
+ * branches compile away. pc: the native frame's lookup address (pc-1 for return addresses). */
 static __always_inline bool runtimes_on_native_frame(__u32 runtime, __u64 pc) {
         return runtime == RUNTIME_CPYTHON && cpython_on_native_frame(pc);
 }
@@ -363,13 +370,11 @@ struct unwind_state {
         __u32 n;    /* frames filled in rec->frames */
         __u32 end;  /* frames[] index limit for this sample's user frames */
         int stop;   /* EP_STOP_* */
-        __u32 runtime; /* RUNTIME_*: the interpreter whose loop frames are looked for */
         __u32 rt_mode; /* RT_MODE_* */
 };
 
-/* One frame per iteration: record it, then step to its caller. */
-static long unwind_frame(__u64 index, void *data) {
-        struct unwind_state *st = data;
+/* One frame per iteration: record it, then step to its caller. runtime: the program's own. */
+static __always_inline long unwind_frame(struct unwind_state *st, __u32 runtime) {
         __u32 n = st->n;
         int s;
 
@@ -377,14 +382,14 @@ static long unwind_frame(__u64 index, void *data) {
                 st->stop = EP_STOP_MAX_DEPTH;
                 return 1;
         }
-        if (st->runtime != RUNTIME_NONE) {
+        if (runtime != RUNTIME_NONE) {
                 if (st->rt_mode == RT_MODE_FRAMES) {
                         __u64 slots[EP_RUNTIME_FRAME_SLOTS] = {};
 
-                        if (runtimes_next_frame(st->runtime, slots) == 1) {
+                        if (runtimes_next_frame(runtime, slots) == 1) {
                                 if (n + EP_RUNTIME_FRAME_SLOTS > st->end ||
                                     n + EP_RUNTIME_FRAME_SLOTS > EP_BPF_MAX_FRAMES) {
-                                        runtimes_frame_dropped(st->runtime);
+                                        runtimes_frame_dropped(runtime);
                                         st->stop = EP_STOP_MAX_DEPTH;
                                         return 1;
                                 }
@@ -395,7 +400,7 @@ static long unwind_frame(__u64 index, void *data) {
                         }
                         st->rt_mode = RT_MODE_DONE;
                 } else if (st->rt_mode == RT_MODE_NATIVE &&
-                           runtimes_on_native_frame(st->runtime, st->regs.pc - (st->regs.flags & EP_UNWIND_F_RETURN_ADDRESS ? 1 : 0))) {
+                           runtimes_on_native_frame(runtime, st->regs.pc - (st->regs.flags & EP_UNWIND_F_RETURN_ADDRESS ? 1 : 0))) {
                         st->rt_mode = RT_MODE_FRAMES;
                         return 0;
                 }
@@ -413,9 +418,8 @@ static long unwind_frame(__u64 index, void *data) {
         return 0;
 }
 
-/* One interpreter frame the native walk did not reach per iteration (bpf_loop callback). */
-static long unplaced_frame(__u64 index, void *data) {
-        struct unwind_state *st = data;
+/* One interpreter frame the native walk did not reach per iteration. */
+static __always_inline long unplaced_frame(struct unwind_state *st, __u32 runtime) {
         __u64 slots[EP_RUNTIME_FRAME_SLOTS] = {};
         __u32 n = st->n;
         int r;
@@ -425,7 +429,7 @@ static long unplaced_frame(__u64 index, void *data) {
         if (n >= st->end || n >= EP_BPF_MAX_FRAMES - EP_RUNTIME_FRAME_SLOTS + 1 ||
             n + EP_RUNTIME_FRAME_SLOTS > st->end)
                 return 1;
-        r = runtimes_next_unplaced(st->runtime, slots);
+        r = runtimes_next_unplaced(runtime, slots);
         if (r < 0)
                 return 1;
         if (r == 1) {
@@ -436,34 +440,49 @@ static long unplaced_frame(__u64 index, void *data) {
         return 0;
 }
 
-/* Fills rec->frames[n ..] from the user registers and returns the stop reason. */
-static __always_inline __u32 walk_user_stack(struct ep_bpf_sample *rec, __u32 pid, __u32 n, __u64 pc, __u64 sp,
-                                             __u64 fp, __u64 fsbase) {
-        struct unwind_state st = {
+static __always_inline void walk_start(struct unwind_state *st, struct ep_bpf_sample *rec, __u32 pid, __u32 n,
+                                       __u64 pc, __u64 sp, __u64 fp) {
+        struct mapping_cache *cache;
+        __u32 zero = 0;
+
+        *st = (struct unwind_state) {
                 .rec = rec,
                 .regs = { .pc = pc, .sp = sp, .fp = fp },
                 .pid = pid,
                 .n = n,
                 .end = n + EP_BPF_MAX_USER_FRAMES,
                 .stop = EP_STOP_MAX_DEPTH,
-                .runtime = runtimes_sample_start(pid, fsbase),
         };
-        struct mapping_cache *cache;
-        __u32 zero = 0;
-
-        if (pc == 0)
-                return EP_STOP_PC_ZERO;
         cache = bpf_map_lookup_elem(&last_mapping, &zero);
         if (cache)
                 cache->valid = 0; /* another sample, maybe another process */
-        bpf_loop(EP_BPF_MAX_USER_FRAMES, unwind_frame, &st, 0);
-        /* Stopped short of the root: the interpreter frames still to come are sent anyway, for
-         * the loader to place (or to show where the native frames end). */
-        if (st.runtime != RUNTIME_NONE && st.stop != EP_STOP_OK && st.stop != EP_STOP_MAX_DEPTH)
-                bpf_loop(EP_BPF_PY_MAX_FRAMES * 2, unplaced_frame, &st, 0);
-        rec->n_user = st.n - n;
-        return st.stop;
 }
+
+/* walk_user_stack_NAME(rec, pid, n, pc, sp, fp): fills rec->frames[n ..] from the user
+ * registers with runtime RT's hooks (the bpf_loop callbacks of each program are its own) and
+ * returns the stop reason. */
+#define DEFINE_USER_WALK(NAME, RT)                                                                  \
+        static long unwind_frame_##NAME(__u64 index, void *data) {                                  \
+                return unwind_frame(data, RT);                                                      \
+        }                                                                                           \
+        static long unplaced_frame_##NAME(__u64 index, void *data) {                                \
+                return unplaced_frame(data, RT);                                                    \
+        }                                                                                           \
+        static __always_inline __u32 walk_user_stack_##NAME(struct ep_bpf_sample *rec, __u32 pid,   \
+                                                            __u32 n, __u64 pc, __u64 sp, __u64 fp) { \
+                struct unwind_state st;                                                             \
+                                                                                                    \
+                if (pc == 0)                                                                        \
+                        return EP_STOP_PC_ZERO;                                                     \
+                walk_start(&st, rec, pid, n, pc, sp, fp);                                           \
+                bpf_loop(EP_BPF_MAX_USER_FRAMES, unwind_frame_##NAME, &st, 0);                      \
+                /* Stopped short of the root: the interpreter frames still to come are sent        \
+                 * anyway, for the loader to place (or to show where the native frames end). */    \
+                if ((RT) != RUNTIME_NONE && st.stop != EP_STOP_OK && st.stop != EP_STOP_MAX_DEPTH)  \
+                        bpf_loop(EP_BPF_PY_MAX_FRAMES * 2, unplaced_frame_##NAME, &st, 0);          \
+                rec->n_user = st.n - n;                                                             \
+                return st.stop;                                                                     \
+        }
 
 /* Sends the sample with the user registers and up to EP_BPF_STACK_COPY_MAX bytes of stack above
  * sp (struct ep_bpf_stack_copy at EP_BPF_STACK_COPY_OFFSET): the rest of sp's page, then whole
@@ -546,28 +565,26 @@ static __always_inline bool current_ids(__u32 *ret_pid, __u32 *ret_tid) {
         return true;
 }
 
-SEC("perf_event")
-int on_sample(struct bpf_perf_event_data *ctx) {
+/* The sample's header and kernel stack, in this CPU's record; NULL when the task is not
+ * recorded. */
+static __always_inline struct ep_bpf_sample *begin_sample(struct bpf_perf_event_data *ctx) {
         struct ep_bpf_sample *rec;
-        struct ep_bpf_proc *proc;
-        struct task_struct *task;
-        __u32 zero = 0, stop, n, pid, tid;
-        __u64 size, wakeup, upc = 0, usp = 0, ufp = 0, fsbase;
+        __u32 zero = 0, pid, tid;
         long r;
 
         if (!current_ids(&pid, &tid)) {
                 count(EP_BPF_CNT_OTHER_PID_NS);
-                return 0;
+                return NULL;
         }
         if (pid == 0 && !include_idle) {
                 count(EP_BPF_CNT_IDLE_SKIPPED);
-                return 0;
+                return NULL;
         }
         count(EP_BPF_CNT_SAMPLES);
 
         rec = bpf_map_lookup_elem(&scratch, &zero);
         if (!rec)
-                return 0;
+                return NULL;
 
         rec->type = EP_BPF_REC_SAMPLE;
         rec->pid = pid;
@@ -584,40 +601,55 @@ int on_sample(struct bpf_perf_event_data *ctx) {
                 count(EP_BPF_CNT_KSTACK_FAILED);
         else
                 rec->n_kernel = r / sizeof(__u64);
-        n = rec->n_kernel;
-        if (n > EP_BPF_MAX_KERNEL_FRAMES)
-                n = EP_BPF_MAX_KERNEL_FRAMES;
+        return rec;
+}
 
-        proc = bpf_map_lookup_elem(&proc_mappings, &pid);
-        task = bpf_get_current_task_btf();
-        fsbase = task->thread.fsbase;
+static __always_inline __u32 kernel_frames(const struct ep_bpf_sample *rec) {
+        return rec->n_kernel > EP_BPF_MAX_KERNEL_FRAMES ? EP_BPF_MAX_KERNEL_FRAMES : rec->n_kernel;
+}
+
+/* The user registers to unwind from; false when the task has none. */
+static __always_inline bool user_regs(struct bpf_perf_event_data *ctx, struct ep_unwind_regs *ret) {
+        struct task_struct *task = bpf_get_current_task_btf();
+        struct pt_regs *regs;
+
         if ((ctx->regs.cs & 3) == 3) {
-                /* The tick interrupted user mode: ctx->regs are the user registers. */
-                upc = ctx->regs.ip;
-                usp = ctx->regs.sp;
-                ufp = ctx->regs.bp;
-                stop = walk_user_stack(rec, pid, n, upc, usp, ufp, fsbase);
-        } else if ((task->flags & PF_KTHREAD) || !task->mm) {
-                stop = EP_STOP_NO_USER_REGS; /* kernel thread (or idle, or a task past exit_mm) */
-        } else {
-                /* In the kernel on behalf of a user task: continue from the registers saved
-                 * when it entered the kernel. */
-                struct pt_regs *regs = (struct pt_regs *) bpf_task_pt_regs(task);
-                if (!regs)
-                        stop = EP_STOP_NO_USER_REGS;
-                else {
-                        upc = regs->ip;
-                        usp = regs->sp;
-                        ufp = regs->bp;
-                        stop = walk_user_stack(rec, pid, n, upc, usp, ufp, fsbase);
-                }
+                /* The tick interrupted user mode: ctx->regs are the user registers. Each is
+                 * read here, from ctx itself: clang would otherwise merge these loads with the
+                 * ones below into loads from a computed pointer, which no context may be. */
+                __u64 ip = ctx->regs.ip, sp = ctx->regs.sp, bp = ctx->regs.bp;
+
+                barrier_var(ip);
+                barrier_var(sp);
+                barrier_var(bp);
+                ret->pc = ip;
+                ret->sp = sp;
+                ret->fp = bp;
+                return true;
         }
+        if ((task->flags & PF_KTHREAD) || !task->mm)
+                return false; /* kernel thread (or idle, or a task past exit_mm) */
+        /* In the kernel on behalf of a user task: continue from the registers saved when it
+         * entered the kernel. */
+        regs = (struct pt_regs *) bpf_task_pt_regs(task);
+        if (!regs)
+                return false;
+        ret->pc = regs->ip;
+        ret->sp = regs->sp;
+        ret->fp = regs->bp;
+        return true;
+}
+
+/* Sends the record: n kernel frames, its user frames, unwound from u (pc 0: none). */
+static __always_inline int send_sample(struct ep_bpf_sample *rec, __u32 n, __u32 stop, const struct ep_unwind_regs *u) {
+        __u32 pid = rec->pid;
+        struct ep_bpf_proc *proc = bpf_map_lookup_elem(&proc_mappings, &pid);
+        __u64 size, wakeup = 0;
+
         rec->stop_reason = stop;
         if (stop < _EP_STOP_MAX)
                 count(EP_BPF_CNT_STOP_BASE + stop);
 
-
-        wakeup = 0;
         if (!proc && stop != EP_STOP_NO_USER_REGS && pid != 0) {
                 rec->flags |= EP_BPF_SAMPLE_UNKNOWN_PROCESS;
                 count(EP_BPF_CNT_UNKNOWN_PROCESS);
@@ -629,8 +661,8 @@ int on_sample(struct bpf_perf_event_data *ctx) {
 
         /* Unwound without all it needed: the loader unwinds it again from a copy of the stack
          * once it has what was missing. */
-        if (upc && (stop == EP_STOP_UNKNOWN_PROCESS || stop == EP_STOP_TABLE_MISSING || stop == EP_STOP_NO_MAPPING) &&
-            send_with_stack_copy(rec, n + rec->n_user, upc, usp, ufp, wakeup ?: wakeup_flags())) {
+        if (u->pc && (stop == EP_STOP_UNKNOWN_PROCESS || stop == EP_STOP_TABLE_MISSING || stop == EP_STOP_NO_MAPPING) &&
+            send_with_stack_copy(rec, n + rec->n_user, u->pc, u->sp, u->fp, wakeup ?: wakeup_flags())) {
                 count(EP_BPF_CNT_STACK_COPIES);
                 return 0;
         }
@@ -643,6 +675,61 @@ int on_sample(struct bpf_perf_event_data *ctx) {
         if (bpf_ringbuf_output(&events, rec, size, wakeup ?: wakeup_flags()) < 0)
                 count(EP_BPF_CNT_RINGBUF_FULL);
         return 0;
+}
+
+/* sample_NAME(ctx, rec): the user stack of the sample begun in rec, unwound with runtime RT's
+ * hooks, and the record sent. */
+#define DEFINE_SAMPLE(NAME, RT)                                                                     \
+        DEFINE_USER_WALK(NAME, RT)                                                                  \
+        static __always_inline int sample_##NAME(struct bpf_perf_event_data *ctx, struct ep_bpf_sample *rec) { \
+                struct ep_unwind_regs u = {};                                                       \
+                __u32 n = kernel_frames(rec), stop = EP_STOP_NO_USER_REGS;                          \
+                                                                                                    \
+                if (user_regs(ctx, &u))                                                             \
+                        stop = walk_user_stack_##NAME(rec, rec->pid, n, u.pc, u.sp, u.fp);          \
+                return send_sample(rec, n, stop, &u);                                               \
+        }
+
+/* on_sample_NAME: the program on_sample hands a sample of runtime RT's processes to. */
+#define DEFINE_RUNTIME_PROGRAM(NAME, RT)                                                            \
+        DEFINE_SAMPLE(NAME, RT)                                                                     \
+        SEC("perf_event")                                                                           \
+        int on_sample_##NAME(struct bpf_perf_event_data *ctx) {                                     \
+                __u32 zero = 0;                                                                     \
+                struct ep_bpf_sample *rec = bpf_map_lookup_elem(&scratch, &zero);                   \
+                                                                                                    \
+                return rec ? sample_##NAME(ctx, rec) : 0;                                           \
+        }
+
+DEFINE_SAMPLE(native, RUNTIME_NONE)
+DEFINE_RUNTIME_PROGRAM(cpython, RUNTIME_CPYTHON)
+
+/* The runtimes' programs by RUNTIME_* (filled at load by libbpf). */
+struct {
+        __uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+        __uint(max_entries, _RUNTIME_MAX);
+        __type(key, __u32);
+        __array(values, int(struct bpf_perf_event_data *));
+} runtime_programs SEC(".maps") = {
+        .values = {
+                [RUNTIME_CPYTHON] = (void *) &on_sample_cpython,
+        },
+};
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx) {
+        struct ep_bpf_sample *rec = begin_sample(ctx);
+        __u32 runtime;
+
+        if (!rec)
+                return 0;
+        runtime = runtimes_sample_start(rec->pid, bpf_get_current_task_btf()->thread.fsbase);
+        if (runtime != RUNTIME_NONE) {
+                bpf_tail_call(ctx, &runtime_programs, runtime);
+                /* Only when its program is not in the array: native frames only. */
+                count(EP_BPF_CNT_RUNTIME_NO_PROGRAM);
+        }
+        return sample_native(ctx, rec);
 }
 
 static __always_inline void send_task_event(__u32 type, __u32 pid) {

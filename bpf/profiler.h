@@ -175,6 +175,8 @@ enum {
         EP_BPF_CNT_STOP_BASE = 16,      /* + EP_STOP_*: why each user walk stopped */
         EP_BPF_CNT_OTHER_PID_NS = 40,   /* samples of tasks outside the loader's PID namespace,
                                          * not recorded (a loader in a container) */
+        EP_BPF_CNT_RUNTIME_NO_PROGRAM = 41, /* samples of an interpreter's process whose
+                                             * runtime program could not be called */
         EP_BPF_CNT_PY_BASE = 48,        /* + EP_BPF_PY_*: the CPython walk (property PythonCounters) */
         EP_BPF_CNT_MAX = 64,
 };

@@ -38,6 +38,7 @@ typedef _Bool bool;
 enum bpf_map_type {
         BPF_MAP_TYPE_HASH = 1,
         BPF_MAP_TYPE_ARRAY = 2,
+        BPF_MAP_TYPE_PROG_ARRAY = 3,
         BPF_MAP_TYPE_PERCPU_ARRAY = 6,
         BPF_MAP_TYPE_ARRAY_OF_MAPS = 12,
         BPF_MAP_TYPE_HASH_OF_MAPS = 13,

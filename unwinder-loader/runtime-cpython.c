@@ -306,6 +306,7 @@ static size_t cpython_counters(Loader *l, const uint64_t *bpf, LoaderCounter ret
 
         for (size_t i = 0; i < _EP_BPF_PY_MAX; i++)
                 ret[n++] = (LoaderCounter) { bpf_counter_names[i], bpf[EP_BPF_CNT_PY_BASE + i] };
+        ret[n++] = (LoaderCounter) { "no-program", bpf[EP_BPF_CNT_RUNTIME_NO_PROGRAM] };
         ret[n++] = (LoaderCounter) { "frames-sent", l->interp_frames_sent };
         ret[n++] = (LoaderCounter) { "placed-by-loader", l->interp_spliced };
         ret[n++] = (LoaderCounter) { "unplaced-dropped", l->interp_unplaced_dropped };
@@ -315,7 +316,7 @@ static size_t cpython_counters(Loader *l, const uint64_t *bpf, LoaderCounter ret
         ret[n++] = (LoaderCounter) { "runtime-errors", l->py_detect_errors };
         return n;
 }
-_Static_assert(_EP_BPF_PY_MAX + 7 <= LOADER_RUNTIME_COUNTERS_MAX, "PythonCounters do not fit");
+_Static_assert(_EP_BPF_PY_MAX + 8 <= LOADER_RUNTIME_COUNTERS_MAX, "PythonCounters do not fit");
 
 /* The code object's address, then the byte offset of its instruction (bpf/cpython.h); an
  * offset before the first instruction (3.11/3.12 at the start) is the first. */
