@@ -268,7 +268,7 @@ static __always_inline bool cpython_on_native_frame(__u64 pc) {
 
 /* The next Python frame of the activation cpython_on_native_frame() accepted, as the two frame slots of
  * bpf/cpython.h: 1, or 0 when that activation has no more. */
-/* A frame's two slots (bpf/cpython.h); flags: EP_BPF_FRAME_F_CPYTHON and placement flags. */
+/* A frame's two slots (bpf/cpython.h); flags: EP_BPF_FRAME_F_RUNTIME and placement flags. */
 static __always_inline void py_encode(const struct py_frame_out *out, __u64 flags, __u64 *slots) {
         slots[0] = (out->code & EP_BPF_FRAME_ADDR_MASK) | (flags << EP_BPF_FRAME_FLAGS_SHIFT);
         slots[1] = (__u64) out->offset;
@@ -279,7 +279,7 @@ static __always_inline int cpython_next_frame(__u64 *slots) {
 
         if (ep_bpf_py_next(&out) != 1)
                 return 0;
-        py_encode(&out, EP_BPF_FRAME_F_CPYTHON, slots);
+        py_encode(&out, EP_BPF_FRAME_F_RUNTIME, slots);
         return 1;
 }
 
@@ -288,7 +288,7 @@ static __always_inline int cpython_next_frame(__u64 *slots) {
  * frame). 1: a frame; 0: an activation ended without one (3.12+'s shim), call again; -1: no
  * more. The cursor is at an activation's start here: the native walk emits whole activations. */
 static __always_inline int cpython_next_unplaced(__u64 *slots) {
-        __u64 flags = EP_BPF_FRAME_F_CPYTHON | EP_BPF_FRAME_F_UNPLACED;
+        __u64 flags = EP_BPF_FRAME_F_RUNTIME | EP_BPF_FRAME_F_UNPLACED;
         struct py_frame_out out = {};
         __u32 zero = 0;
         struct py_walk *w = bpf_map_lookup_elem(&py_walk, &zero);

@@ -11,14 +11,13 @@
 #include <linux/types.h>
 #endif
 
-/* A CPython frame takes two user slots: the first carries EP_BPF_FRAME_F_CPYTHON in its top
- * byte (no EP_UNWIND_F_* bit) and the code object's address below; the second is the byte
+/* A CPython frame takes two user slots: the first carries EP_BPF_FRAME_F_RUNTIME in its top
+ * byte (bpf/profiler.h) and the code object's address below; the second is the byte
  * offset of the current instruction from the start of the code's bytecode, as a signed 64-bit
  * number (3.11/3.12's prev_instr is one code unit before the first instruction at the start:
  * -2). The loader makes one EP_FRAME_CPYTHON frame of the pair. The Python frames of one
  * _PyEval_EvalFrameDefault activation come right before (leaf-side of) that eval loop's own
  * native frame, innermost first. */
-#define EP_BPF_FRAME_F_CPYTHON 0x80u
 
 /* Counters of the CPython walk (EP_BPF_CNT_PY_BASE + these). */
 enum {

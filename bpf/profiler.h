@@ -21,13 +21,15 @@
 #define EP_BPF_FRAME_FLAGS_SHIFT 56
 #define EP_BPF_FRAME_ADDR_MASK ((1ULL << EP_BPF_FRAME_FLAGS_SHIFT) - 1)
 
-/* An interpreter runtime's frames carry a runtime flag in the top byte instead, with no
- * EP_UNWIND_F_* bit (EP_BPF_FRAME_F_CPYTHON, bpf/cpython.h). When the native walk stops short
+/* An interpreter runtime's frame takes two slots (the runtime says what they hold: bpf/NAME.h);
+ * the first carries EP_BPF_FRAME_F_RUNTIME in its top byte instead, with no EP_UNWIND_F_* bit.
+ * Which runtime is the process's own (a process runs one). When the native walk stops short
  * (a table not loaded yet, a mapping unknown, no unwind information), the thread's interpreter
  * frames it did not reach follow the last native frame with EP_BPF_FRAME_F_UNPLACED: their
  * interpreter loop's native frames were not seen, so the BPF side cannot say where they go. The
  * first frame of each interpreter-loop activation among them also has EP_BPF_FRAME_F_ACTIVATION.
  * The loader places them when it unwinds the sample again (unwinder-loader/interp-splice.c). */
+#define EP_BPF_FRAME_F_RUNTIME 0x80u
 #define EP_BPF_FRAME_F_UNPLACED 0x40u
 #define EP_BPF_FRAME_F_ACTIVATION 0x20u
 

@@ -18,7 +18,7 @@ static unsigned slot_flags(uint64_t slot) {
 }
 
 static bool is_interp(uint64_t slot) {
-        return slot_flags(slot) & EP_BPF_FRAME_F_CPYTHON;
+        return slot_flags(slot) & EP_BPF_FRAME_F_RUNTIME;
 }
 
 static uint64_t lookup_pc(uint64_t slot) {

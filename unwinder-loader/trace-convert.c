@@ -244,7 +244,7 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
                  * BPF could not unwind may be a mapping it did not know either). */
                 (void) resolve(l, p, copy->pc, s->time_ns, &refreshed);
                 for (unsigned i = 1; i < nu && !refreshed; i++) {
-                        if (user[i] >> EP_BPF_FRAME_FLAGS_SHIFT & EP_BPF_FRAME_F_CPYTHON) {
+                        if (user[i] >> EP_BPF_FRAME_FLAGS_SHIFT & EP_BPF_FRAME_F_RUNTIME) {
                                 i++; /* a CPython frame's two slots: no code address */
                                 continue;
                         }
@@ -280,7 +280,7 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
                 bool ra = uflags & EP_UNWIND_F_RETURN_ADDRESS;
                 EpFrame *f = &l->frames[n++];
 
-                if (uflags & EP_BPF_FRAME_F_CPYTHON) {
+                if (uflags & EP_BPF_FRAME_F_RUNTIME) {
                         /* An interpreter frame of the process's runtime: two slots (bpf/profiler.h). */
                         int64_t off = i + 1 < nu ? (int64_t) user[i + 1] : 0;
 

@@ -28,7 +28,7 @@ static uint64_t ra(uint64_t pc) {
 
 /* An interpreter frame's first slot; its second is the code's offset. */
 static uint64_t py(uint64_t code, unsigned extra_flags) {
-        return code | (uint64_t) (EP_BPF_FRAME_F_CPYTHON | extra_flags) << EP_BPF_FRAME_FLAGS_SHIFT;
+        return code | (uint64_t) (EP_BPF_FRAME_F_RUNTIME | extra_flags) << EP_BPF_FRAME_FLAGS_SHIFT;
 }
 
 #define UNPLACED_FIRST (EP_BPF_FRAME_F_UNPLACED | EP_BPF_FRAME_F_ACTIVATION)
