@@ -33,21 +33,24 @@ struct {
         __type(value, struct ep_bpf_py_proc);
 } py_procs SEC(".maps");
 
-enum {
-        PY_WALK_OFF = 0,         /* not a CPython process, or the walk gave up for this sample */
-        PY_WALK_NEED_THREAD = 1, /* the thread state is looked for at the first eval-loop frame */
-        PY_WALK_READY = 2,       /* frame is the next Python frame to emit (0: none left) */
-};
+/* The walk itself is bpf/cpython-walk.h (also compiled as ordinary C by the replay tests); its
+ * hooks here: reads with bpf_probe_read_user(), counts in the counters map, the thread search
+ * in a bpf_loop, and the thread search and the next frame through the global functions below,
+ * which the verifier checks once each (their pointer arguments cannot carry the map value, so
+ * each looks py_walk up again). */
 
-struct py_walk {
-        struct ep_bpf_py_proc cfg;
-        __u64 fsbase; /* the sampled thread's thread pointer = its tstate's thread_id */
-        __u64 frame;  /* cursor: the innermost Python frame not emitted yet */
-        __u32 state;  /* PY_WALK_* */
-        __u32 emitted;
-        __u32 activation_done; /* the current eval-loop activation has no more frames */
-        __u32 reserved;
-};
+#define EP_PY_CTX __u32 /* unused */
+#define ep_py_read(ctx, dst, size, addr) bpf_probe_read_user(dst, size, (const void *) (addr))
+#define ep_py_count(ctx, counter) count(EP_BPF_CNT_PY_BASE + (counter))
+#define ep_py_loop(n, callback, data) bpf_loop(n, callback, data, 0)
+#define ep_py_call_find_thread(ctx, w) ep_bpf_py_find_thread()
+#define ep_py_call_next(ctx, w, out) ep_bpf_py_next(out)
+
+struct py_frame_out;
+__noinline int ep_bpf_py_find_thread(void);
+__noinline int ep_bpf_py_next(struct py_frame_out *out);
+
+#include "cpython-walk.h"
 
 struct {
         __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -56,96 +59,14 @@ struct {
         __type(value, struct py_walk);
 } py_walk SEC(".maps");
 
-/* Interleaved with the native walk: when a native frame's PC lies in the process's
- * _PyEval_EvalFrameDefault (or its .cold part), the Python frames that eval-loop activation
- * runs are emitted first, innermost first, then the native frame itself (kept: it shows where
- * the interpreter was called from C). One cursor (py_walk.frame) runs down the thread's frame
- * chain across the activations of one sample:
- *   3.6–3.10  one PyFrameObject per activation (f_back);
- *   3.11      frames up to and including the one with is_entry set;
- *   3.12–3.13 frames up to the next one owned by the C stack (the activation's shim), which is
- *             skipped.
- * The thread state is found once per sample, at the first eval-loop frame: the one in the
- * interpreters' thread lists whose thread_id (pthread_self()) is the task's fsbase. A failed
- * read ends the Python frames of the sample (counted); the native walk goes on. */
-
-static __always_inline int py_read_ptr(__u64 *dst, __u64 addr) {
-        return bpf_probe_read_user(dst, sizeof(*dst), (const void *) addr);
-}
-
-struct py_thread_search {
-        struct py_walk *w;
-        __u64 interp, tstate;
-        __u32 interps, threads;
-        int result; /* 1 found (tstate), 0 not found, -1 read failed */
-};
-
-/* One step through the interpreters' thread lists (bpf_loop callback: a plain loop makes the
- * verifier follow every iteration with its own counters). */
-static long py_thread_step(__u64 index, void *data) {
-        struct py_thread_search *s = data;
-        struct py_walk *w = s->w;
-        __u64 tid = 0;
-
-        if (s->tstate == 0) {
-                if (s->interp == 0 || s->interps >= EP_BPF_PY_MAX_INTERPS)
-                        return 1;
-                s->interps++;
-                if (py_read_ptr(&s->tstate, s->interp + w->cfg.interp_tstate_head) < 0 ||
-                    py_read_ptr(&s->interp, s->interp + w->cfg.interp_next) < 0) {
-                        s->result = -1;
-                        return 1;
-                }
-                return 0;
-        }
-        if (s->threads++ >= EP_BPF_PY_MAX_THREADS)
-                return 1;
-        if (py_read_ptr(&tid, s->tstate + w->cfg.tstate_thread_id) < 0) {
-                s->result = -1;
-                return 1;
-        }
-        if (tid == w->fsbase) {
-                s->result = 1;
-                return 1;
-        }
-        if (py_read_ptr(&s->tstate, s->tstate + w->cfg.tstate_next) < 0) {
-                s->result = -1;
-                return 1;
-        }
-        return 0;
-}
-
 /* Finds the sampled thread's state and its innermost frame: 0, or -1 (counted). */
 __noinline int ep_bpf_py_find_thread(void) {
         __u32 zero = 0;
         struct py_walk *w = bpf_map_lookup_elem(&py_walk, &zero);
-        struct py_thread_search s = {};
-        __u64 frame = 0;
 
         if (!w)
                 return -1;
-        w->state = PY_WALK_OFF;
-        s.w = w;
-        if (py_read_ptr(&s.interp, w->cfg.interp_head) < 0)
-                goto read_failed;
-        bpf_loop(EP_BPF_PY_MAX_THREADS + EP_BPF_PY_MAX_INTERPS + 1, py_thread_step, &s, 0);
-        if (s.result < 0)
-                goto read_failed;
-        if (s.result == 0) {
-                count(EP_BPF_CNT_PY_BASE + EP_BPF_PY_THREAD_NOT_FOUND);
-                return -1;
-        }
-        if (py_read_ptr(&frame, s.tstate + w->cfg.tstate_frame) < 0)
-                goto read_failed;
-        if (w->cfg.cframe_current_frame != EP_BPF_PY_NONE && frame != 0 &&
-            py_read_ptr(&frame, frame + w->cfg.cframe_current_frame) < 0)
-                goto read_failed;
-        w->frame = frame;
-        w->state = PY_WALK_READY;
-        return 0;
-read_failed:
-        count(EP_BPF_CNT_PY_BASE + EP_BPF_PY_READ_FAILED);
-        return -1;
+        return ep_py_find_thread(0, w);
 }
 
 /* 1 when pc (the lookup address of a native frame) is in the eval loop and Python frames are
@@ -154,88 +75,20 @@ __noinline int ep_bpf_py_enter(__u64 pc) {
         __u32 zero = 0;
         struct py_walk *w = bpf_map_lookup_elem(&py_walk, &zero);
 
-        if (!w || w->state == PY_WALK_OFF)
+        if (!w)
                 return 0;
-        if (!(pc - w->cfg.eval_start[0] < w->cfg.eval_end[0] - w->cfg.eval_start[0]) &&
-            !(pc - w->cfg.eval_start[1] < w->cfg.eval_end[1] - w->cfg.eval_start[1]))
-                return 0;
-        count(EP_BPF_CNT_PY_BASE + EP_BPF_PY_ACTIVATIONS);
-        if (w->state == PY_WALK_NEED_THREAD) {
-                if (ep_bpf_py_find_thread() < 0)
-                        return 0;
-                count(EP_BPF_CNT_PY_BASE + EP_BPF_PY_SAMPLES);
-        }
-        if (w->frame == 0) {
-                count(EP_BPF_CNT_PY_BASE + EP_BPF_PY_NO_FRAME);
-                return 0;
-        }
-        w->activation_done = 0;
-        return 1;
+        return ep_py_enter(0, w, pc);
 }
-
-struct py_frame_out {
-        __u64 code;
-        __s64 offset;
-};
 
 /* The next Python frame of the current activation: 1 with *out filled, 0 when the activation
  * has no more (or the walk gave up). */
 __noinline int ep_bpf_py_next(struct py_frame_out *out) {
-        __u64 f, code = 0, back = 0, instr = 0;
         __u32 zero = 0;
-        __u8 b = 0;
-        int lasti = 0;
         struct py_walk *w = bpf_map_lookup_elem(&py_walk, &zero);
 
         if (!w || !out)
                 return 0;
-        f = w->frame;
-        if (w->state != PY_WALK_READY || w->activation_done || f == 0)
-                return 0;
-        if (w->emitted >= EP_BPF_PY_MAX_FRAMES) {
-                count(EP_BPF_CNT_PY_BASE + EP_BPF_PY_TRUNCATED);
-                w->state = PY_WALK_OFF;
-                return 0;
-        }
-        if (py_read_ptr(&back, f + w->cfg.frame_back) < 0)
-                goto read_failed;
-        if (w->cfg.frame_kind == EP_BPF_PY_FRAMES_OBJECT) {
-                if (py_read_ptr(&code, f + w->cfg.frame_code) < 0 ||
-                    bpf_probe_read_user(&lasti, sizeof(lasti), (const void *) (f + w->cfg.frame_lasti)) < 0)
-                        goto read_failed;
-                out->offset = (__s64) lasti * w->cfg.lasti_unit;
-                w->activation_done = 1; /* one frame object per activation */
-        } else {
-                if (w->cfg.frame_owner_cstack != EP_BPF_PY_NONE) {
-                        /* 3.12+: the C stack's shim ends the activation and is skipped. */
-                        if (bpf_probe_read_user(&b, 1, (const void *) (f + w->cfg.frame_owner)) < 0)
-                                goto read_failed;
-                        if (b == w->cfg.frame_owner_cstack) {
-                                w->frame = back;
-                                w->activation_done = 1;
-                                return 0;
-                        }
-                }
-                if (py_read_ptr(&code, f + w->cfg.frame_code) < 0 || py_read_ptr(&instr, f + w->cfg.frame_lasti) < 0)
-                        goto read_failed;
-                out->offset = (__s64) (instr - (code + w->cfg.co_code_adaptive));
-                if (w->cfg.frame_is_entry != EP_BPF_PY_NONE) {
-                        /* 3.11: the activation's first frame is marked. */
-                        if (bpf_probe_read_user(&b, 1, (const void *) (f + w->cfg.frame_is_entry)) < 0)
-                                goto read_failed;
-                        if (b)
-                                w->activation_done = 1;
-                }
-        }
-        out->code = code;
-        w->frame = back;
-        w->emitted++;
-        count(EP_BPF_CNT_PY_BASE + EP_BPF_PY_FRAMES);
-        return 1;
-read_failed:
-        count(EP_BPF_CNT_PY_BASE + EP_BPF_PY_READ_FAILED);
-        w->state = PY_WALK_OFF;
-        return 0;
+        return ep_py_next(0, w, out);
 }
 
 /* ---- the seams (called by profiler.bpf.c's runtimes_* hooks) ---- */
@@ -253,12 +106,7 @@ static __always_inline bool cpython_sample_start(__u32 pid, __u64 fsbase) {
                 w->state = PY_WALK_OFF;
                 return false;
         }
-        w->cfg = *py;
-        w->fsbase = fsbase;
-        w->frame = 0;
-        w->emitted = 0;
-        w->activation_done = 0;
-        w->state = PY_WALK_NEED_THREAD;
+        ep_py_walk_start(w, py, fsbase);
         return true;
 }
 
@@ -266,14 +114,14 @@ static __always_inline bool cpython_on_native_frame(__u64 pc) {
         return ep_bpf_py_enter(pc) != 0;
 }
 
-/* The next Python frame of the activation cpython_on_native_frame() accepted, as the two frame slots of
- * bpf/cpython.h: 1, or 0 when that activation has no more. */
 /* A frame's two slots (bpf/cpython.h); flags: EP_BPF_FRAME_F_RUNTIME and placement flags. */
 static __always_inline void py_encode(const struct py_frame_out *out, __u64 flags, __u64 *slots) {
         slots[0] = (out->code & EP_BPF_FRAME_ADDR_MASK) | (flags << EP_BPF_FRAME_FLAGS_SHIFT);
         slots[1] = (__u64) out->offset;
 }
 
+/* The next Python frame of the activation cpython_on_native_frame() accepted, as the two frame
+ * slots of bpf/cpython.h: 1, or 0 when that activation has no more. */
 static __always_inline int cpython_next_frame(__u64 *slots) {
         struct py_frame_out out = {};
 
@@ -290,28 +138,16 @@ static __always_inline int cpython_next_frame(__u64 *slots) {
 static __always_inline int cpython_next_unplaced(__u64 *slots) {
         __u64 flags = EP_BPF_FRAME_F_RUNTIME | EP_BPF_FRAME_F_UNPLACED;
         struct py_frame_out out = {};
-        __u32 zero = 0;
+        __u32 zero = 0, first = 0;
         struct py_walk *w = bpf_map_lookup_elem(&py_walk, &zero);
+        int r;
 
         if (!w)
                 return -1;
-        if (w->state == PY_WALK_NEED_THREAD) {
-                if (ep_bpf_py_find_thread() < 0)
-                        return -1;
-                count(EP_BPF_CNT_PY_BASE + EP_BPF_PY_SAMPLES);
-                w->activation_done = 1;
-        }
-        if (w->state != PY_WALK_READY || w->frame == 0)
-                return -1;
-        if (w->activation_done) {
-                w->activation_done = 0;
-                flags |= EP_BPF_FRAME_F_ACTIVATION;
-        }
-        if (ep_bpf_py_next(&out) != 1)
-                return w->state == PY_WALK_READY && w->activation_done ? 0 : -1;
-        count(EP_BPF_CNT_PY_BASE + EP_BPF_PY_UNPLACED);
-        py_encode(&out, flags, slots);
-        return 1;
+        r = ep_py_next_unplaced(0, w, &out, &first);
+        if (r == 1)
+                py_encode(&out, first ? flags | EP_BPF_FRAME_F_ACTIVATION : flags, slots);
+        return r;
 }
 
 static __always_inline void cpython_frame_dropped(void) {

@@ -3,69 +3,28 @@
 /* CPython's loader part (registered in runtimes.c): the BPF side's view of CPython processes
  * (bpf/cpython.h, py_procs): for a process that maps
  * a CPython runtime (python-detect.c), where its interpreter list and eval loop are, at the
- * process's addresses, and the layout offsets the BPF walk reads. Each file is examined once
- * (cached by file key); only files whose name contains "python" are examined (an interpreter
- * linked statically into a program of another name is not recognised). */
+ * process's addresses, and the layout offsets the BPF walk reads (the entry is made by
+ * python-entry.c, which the replay tests share). Each file is examined once (cached by file
+ * key); only files whose name contains "python" are examined (an interpreter linked statically
+ * into a program of another name is not recognised). */
 
 #include <bpf/bpf.h>
-#include <fcntl.h>
-#include <gelf.h>
 #include <inttypes.h>
-#include <libelf.h>
 
 #include "hashmap.h"
 #include "log.h"
 #include "loader.h"
-#include "python-detect.h"
-
-#define PY_MAX_SEGMENTS 16
-
-typedef struct PySegment {
-        uint64_t offset, vaddr, filesz;
-} PySegment;
+#include "python-entry.h"
 
 /* What one file is. */
 typedef struct PyFile {
         int state; /* 1: a CPython runtime; -1: not one (or unusable) */
-        EpPyRuntime rt;
-        EpPyLayout layout;
-        PySegment seg[PY_MAX_SEGMENTS]; /* PT_LOAD segments, to find the load bias */
-        unsigned n_seg;
+        EpPyFile file;
 } PyFile;
-
-static bool name_says_python(const char *path) {
-        const char *base = path ? strrchr(path, '/') : NULL;
-
-        base = base ? base + 1 : path;
-        return base && strstr(base, "python");
-}
-
-static int read_segments(int fd, PyFile *pf) {
-        Elf *elf;
-        size_t n;
-
-        elf_version(EV_CURRENT);
-        elf = elf_begin(fd, ELF_C_READ, NULL);
-        if (!elf)
-                return -EBADMSG;
-        if (elf_getphdrnum(elf, &n) < 0) {
-                elf_end(elf);
-                return -EBADMSG;
-        }
-        pf->n_seg = 0;
-        for (size_t i = 0; i < n && pf->n_seg < PY_MAX_SEGMENTS; i++) {
-                GElf_Phdr ph;
-
-                if (!gelf_getphdr(elf, (int) i, &ph) || ph.p_type != PT_LOAD)
-                        continue;
-                pf->seg[pf->n_seg++] = (PySegment) { .offset = ph.p_offset, .vaddr = ph.p_vaddr, .filesz = ph.p_filesz };
-        }
-        elf_end(elf);
-        return pf->n_seg > 0 ? 0 : -EBADMSG;
-}
 
 static void detect_file(Loader *l, uint32_t key, const char *path, PyFile *pf) {
         _cleanup_close_ int fd = -EBADF;
+        EpPyFileStep failed;
         int r;
         LOG_CONTEXT_FILE(path);
 
@@ -75,29 +34,20 @@ static void detect_file(Loader *l, uint32_t key, const char *path, PyFile *pf) {
                 log_debug_errno(fd, "Cannot open %s to look for CPython: %m", path);
                 return;
         }
-        r = ep_py_detect_fd(fd, path, &pf->rt);
-        if (r <= 0) {
-                if (r < 0) {
-                        l->py_detect_errors++;
-                        log_notice_errno(r, "%s looks like CPython but cannot be used for Python frames: %m", path);
-                }
+        r = ep_py_file_examine(fd, path, &pf->file, &failed);
+        if (r == 0)
                 return;
-        }
-        r = ep_py_detect_layout(fd, &pf->rt, &pf->layout);
-        if (r >= 0)
-                r = read_segments(fd, pf);
         if (r < 0) {
                 l->py_detect_errors++;
-                log_notice_errno(r, "CPython %u.%u in %s: no usable layout, no Python frames (%m).", pf->rt.major,
-                                 pf->rt.minor, path);
-                return;
-        }
-        if (pf->rt.n_eval == 0) {
-                l->py_detect_errors++;
+                if (failed == EP_PY_FILE_DETECT)
+                        log_notice_errno(r, "%s looks like CPython but cannot be used for Python frames: %m", path);
+                else if (failed == EP_PY_FILE_LAYOUT)
+                        log_notice_errno(r, "CPython %u.%u in %s: no usable layout, no Python frames (%m).",
+                                         pf->file.rt.major, pf->file.rt.minor, path);
                 return;
         }
         l->py_runtimes++;
-        log_info("CPython %u.%u in %s: Python frames on.", pf->rt.major, pf->rt.minor, path);
+        log_info("CPython %u.%u in %s: Python frames on.", pf->file.rt.major, pf->file.rt.minor, path);
         pf->state = 1;
 }
 
@@ -120,7 +70,7 @@ static const PyFile *py_file(Loader *l, uint32_t key) {
 
         if (known)
                 return known->state > 0 ? known : NULL;
-        if (!f || !name_says_python(f->path))
+        if (!f || !ep_py_file_name_says_python(f->path))
                 return NULL;
         if (!l->py_files) {
                 l->py_files = ep_hashmap_new(sizeof(uint32_t), sizeof(PyFile *));
@@ -154,22 +104,6 @@ static void cpython_free(Loader *l) {
         l->py_files = ep_hashmap_free(l->py_files);
 }
 
-/* ELF virtual address → process address, for the file mapped at m: the load bias is the same
- * for all segments, found from the segment m maps. */
-static bool load_bias(const PyFile *pf, const EpMapping *m, uint64_t *ret) {
-        for (unsigned i = 0; i < pf->n_seg; i++) {
-                const PySegment *s = &pf->seg[i];
-                uint64_t seg_page = s->offset & ~(uint64_t) 4095;
-
-                if (m->pgoff < seg_page || m->pgoff >= s->offset + s->filesz)
-                        continue;
-                /* address of file offset o: start + (o - pgoff); of vaddr v: v - vaddr + offset */
-                *ret = m->start - m->pgoff + s->offset - s->vaddr;
-                return true;
-        }
-        return false;
-}
-
 static bool cpython_is_eval_loop(Loader *l, const EpProcess *p, uint64_t pc) {
         const EpMapping *m;
         const PyFile *pf;
@@ -179,67 +113,12 @@ static bool cpython_is_eval_loop(Loader *l, const EpProcess *p, uint64_t pc) {
         if (!m || m->file_key == 0)
                 return false;
         pf = examined_file(l, m->file_key);
-        if (!pf || pf->state <= 0 || !load_bias(pf, m, &bias))
+        if (!pf || pf->state <= 0 || !ep_py_file_load_bias(&pf->file, m->start, m->pgoff, &bias))
                 return false;
-        for (unsigned i = 0; i < pf->rt.n_eval; i++)
-                if (pc - bias >= pf->rt.eval[i].start && pc - bias < pf->rt.eval[i].end)
+        for (unsigned i = 0; i < pf->file.rt.n_eval; i++)
+                if (pc - bias >= pf->file.rt.eval[i].start && pc - bias < pf->file.rt.eval[i].end)
                         return true;
         return false;
-}
-
-static uint32_t off32(uint32_t v) {
-        return v == EP_PY_NO_OFFSET ? EP_BPF_PY_NONE : v;
-}
-
-static bool fill_entry(const PyFile *pf, const EpMapping *m, struct ep_bpf_py_proc *e) {
-        const EpPyRuntime *rt = &pf->rt;
-        const EpPyLayout *y = &pf->layout;
-        uint64_t bias, head;
-
-        if (!load_bias(pf, m, &bias))
-                return false;
-        if (rt->minor == 6)
-                head = rt->interp_head_addr;
-        else if (rt->runtime_addr && y->runtime_interpreters_head != EP_PY_NO_OFFSET)
-                head = rt->runtime_addr + y->runtime_interpreters_head;
-        else
-                return false;
-        if (head == 0)
-                return false;
-        *e = (struct ep_bpf_py_proc) {
-                .interp_head = head + bias,
-                .version = (uint16_t) (rt->major << 8 | rt->minor),
-                .frame_kind = (uint8_t) y->frame_kind,
-                .lasti_unit = (uint8_t) (y->lasti_unit == EP_PY_NO_OFFSET ? 0 : y->lasti_unit),
-                .interp_next = y->interp_next,
-                .interp_tstate_head = y->interp_tstate_head,
-                .tstate_next = y->tstate_next,
-                .tstate_thread_id = y->tstate_thread_id,
-                .tstate_frame = y->frame_kind == EP_PY_FRAMES_OBJECT ? y->tstate_frame
-                                : y->frame_kind == EP_PY_FRAMES_CFRAME ? y->tstate_cframe
-                                                                       : y->tstate_current_frame,
-                .cframe_current_frame = y->frame_kind == EP_PY_FRAMES_CFRAME ? y->cframe_current_frame
-                                                                             : EP_BPF_PY_NONE,
-                .frame_back = y->frame_back,
-                .frame_code = y->frame_code,
-                .frame_lasti = y->frame_kind == EP_PY_FRAMES_OBJECT ? y->frame_lasti : y->frame_instr,
-                .frame_is_entry = y->frame_kind == EP_PY_FRAMES_CFRAME && y->minor == 11 ? y->frame_is_entry
-                                                                                         : EP_BPF_PY_NONE,
-                .frame_owner = off32(y->frame_owner),
-                .frame_owner_cstack = y->minor >= 12 ? y->frame_owner_cstack : EP_BPF_PY_NONE,
-                .co_code_adaptive = off32(y->co_code_adaptive),
-        };
-        for (unsigned i = 0; i < rt->n_eval && i < EP_BPF_PY_EVAL_RANGES; i++) {
-                e->eval_start[i] = rt->eval[i].start + bias;
-                e->eval_end[i] = rt->eval[i].end + bias;
-        }
-        /* Every offset the walk uses must be known. */
-        if (e->interp_tstate_head == EP_BPF_PY_NONE || e->tstate_thread_id == EP_BPF_PY_NONE ||
-            e->tstate_frame == EP_BPF_PY_NONE || e->frame_back == EP_BPF_PY_NONE ||
-            e->frame_code == EP_BPF_PY_NONE || e->frame_lasti == EP_BPF_PY_NONE ||
-            (y->frame_kind != EP_PY_FRAMES_OBJECT && e->co_code_adaptive == EP_BPF_PY_NONE))
-                return false;
-        return true;
 }
 
 static uint16_t cpython_track(Loader *l, EpProcess *p, bool had_entry) {
@@ -255,7 +134,7 @@ static uint16_t cpython_track(Loader *l, EpProcess *p, bool had_entry) {
                 if (m->file_key == 0)
                         continue;
                 pf = py_file(l, m->file_key);
-                if (!pf || !fill_entry(pf, m, &e))
+                if (!pf || !ep_py_file_entry(&pf->file, m->start, m->pgoff, &e))
                         continue;
                 if (bpf_map_update_elem(l->maps.py_procs, &pid, &e, BPF_ANY) < 0) {
                         if (l->bpf_sync_errors++ == 0)

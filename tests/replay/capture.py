@@ -53,8 +53,9 @@ def stop(proc):
     proc.wait()
 
 
-def capture(replay, out_dir, name, cmd, threads=1, settle=0.4, stdin=None):
-    """Returns {"core", "files", "gdb", "pid"} paths for a fresh capture of cmd."""
+def capture(replay, out_dir, name, cmd, threads=1, settle=0.4, stdin=None, stdout=None):
+    """Returns {"core", "files", "gdb", "pid"} paths for a fresh capture of cmd (its output goes
+    to stdout, a file, or is dropped)."""
     for tool in ("gcore", "gdb"):
         if not shutil.which(tool):
             raise FileNotFoundError(f"{tool} is not installed")
@@ -66,7 +67,7 @@ def capture(replay, out_dir, name, cmd, threads=1, settle=0.4, stdin=None):
     for p in (core, files, frames):
         p.unlink(missing_ok=True)
 
-    proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdin=stdin, stdout=stdout or subprocess.DEVNULL)
     try:
         wait_steady(proc, threads, settle)
         prefix = out_dir / f"{name}.tmp"

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Runs inside gdb (gdb -batch -x gdb_frames.py EXE CORE): writes every thread's frames as
 JSON to $EP_GDB_FRAMES_OUT, the reference the replay tests compare the native unwinder with.
-Inline frames are left out (they share the PC of the real frame that holds them); each frame
+Inline frames are left out (they share the PC of the real frame that holds them), and so are
+tail-call frames (gdb makes them up from DWARF call-site information, e.g. in the pyenv
+CPython builds: a function that jumped to its callee has no frame on the stack); each frame
 is {"pc", "name", "kind"} with kind "E" for the interrupted PC or a PC a signal interrupted,
 and "R" for a return address."""
 import json
@@ -21,7 +23,7 @@ for inferior in gdb.inferiors():
         frame = gdb.newest_frame()
         exact = True  # the newest frame, and the frame a signal interrupted, hold exact PCs
         while frame is not None:
-            if frame.type() != gdb.INLINE_FRAME:
+            if frame.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
                 frames.append({"pc": frame.pc(), "name": frame.name(),
                                "kind": "E" if exact else "R"})
                 exact = frame.type() == gdb.SIGTRAMP_FRAME

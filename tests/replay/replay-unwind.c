@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The BPF unwinder's step function (bpf/native-unwind.h) compiled as ordinary C, with its
- * hooks implemented over a core dump and the extracted unwind tables.
+ * hooks implemented over a core dump and the extracted unwind tables; interleaved, as in the
+ * BPF sampler's bpf_loop, with the CPython walk of replay-python.c.
  *
  * Rules are found the way the BPF program finds them (ep_bpf_find_rule in bpf/profiler.bpf.c):
  * each file's blob is paged by the loader's own code (unwinder-loader/table-pages.c) with
@@ -187,6 +188,7 @@ int replay_unwind_thread(ReplayProcess *p, const EpCoreThread *t, ReplayFrame *f
                 .sp = t->regs[EP_CORE_RSP],
                 .fp = t->regs[EP_CORE_RBP],
         };
+        bool python = p->python && replay_python_start(p->python, t);
         size_t n = 0;
         int s = EP_STOP_MAX_DEPTH;
 
@@ -196,6 +198,11 @@ int replay_unwind_thread(ReplayProcess *p, const EpCoreThread *t, ReplayFrame *f
                         return k;
         }
         while (n < max) {
+                if (python)
+                        n += replay_python_frames(p->python, r.flags & EP_UNWIND_F_RETURN_ADDRESS ? r.pc - 1 : r.pc,
+                                                  frames + n, max - n);
+                if (n >= max)
+                        break;
                 frames[n++] = (ReplayFrame) {
                         .pc = r.pc,
                         .return_address = r.flags & EP_UNWIND_F_RETURN_ADDRESS,

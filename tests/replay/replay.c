@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* ep-replay: the native unwinder run over a core dump, as ordinary C.
+/* ep-replay: the native unwinder (and the CPython walk) run over a core dump, as ordinary C.
  *
- *   ep-replay unwind CORE        every thread's frames, innermost first
+ *   ep-replay unwind CORE        every thread's frames, innermost first; with CPython mapped,
+ *                                its frames too, where the BPF sampler puts them
  *   ep-replay list-files CORE    the mapped files with their file IDs
  *   ep-replay symbolize CORE     names for "PC R|E" lines on stdin (R: return address,
  *                                E: exact PC), one line out per line in; used to name the
@@ -11,7 +12,11 @@
  *                                libc internals through libc's debug file with it)
  *
  * Frame lines of `unwind`: "PC R|E MODULE+OFFSET NAME"; NAME is "[unknown] MODULE" when no
- * symbol covers the address and "[unmapped]" outside every mapping. Symbols come from
+ * symbol covers the address and "[unmapped]" outside every mapping. A CPython frame is
+ * "CODE P cpython+OFFSET [python code CODE]": its code object's address and the instruction's
+ * byte offset (decimal, may be negative: bpf/cpython.h). After a thread's frames,
+ * "# unplaced TID CODE OFFSET first|next" lines give its Python frames as BPF sends them when
+ * the native walk stops short (before any eval loop). Symbols come from
  * .symtab, else .dynsym, of the mapped file, or from its separate debug file found by build
  * ID under $EP_REPLAY_DEBUG_ROOT (default /usr/lib/debug). */
 #include <elf.h>
@@ -47,6 +52,7 @@ static void process_done(ReplayProcess *p) {
         free(p->modules);
         free(p->regions);
         replay_lookup_free(p->lookup);
+        replay_python_free(p->python);
         ep_core_free(p->core);
         *p = (ReplayProcess) {};
 }
@@ -234,10 +240,11 @@ static int process_load(const char *core_path, bool tables, ReplayProcess *p) {
                 return r;
         qsort(p->regions, p->n_regions, sizeof *p->regions, region_compare);
 
-        if (tables)
-                for (size_t i = 0; i < p->n_modules; i++)
-                        load_table(p->modules[i]);
-        return 0;
+        if (!tables)
+                return 0;
+        for (size_t i = 0; i < p->n_modules; i++)
+                load_table(p->modules[i]);
+        return replay_python_load(p);
 }
 
 /* The function covering file offset off of m, or "[unknown] MODULE". */
@@ -277,9 +284,23 @@ static void print_frame(const ReplayProcess *p, const ReplayFrame *f) {
         const char *module;
         uint64_t offset;
 
+        if (f->python) {
+                printf("0x%" PRIx64 " P cpython+%" PRId64 " [python code 0x%" PRIx64 "]\n", f->pc, f->offset, f->pc);
+                return;
+        }
         symbolize(p, f->pc, f->return_address, name, sizeof name, &module, &offset);
         printf("0x%" PRIx64 " %c %s+0x%" PRIx64 " %s\n", f->pc, f->return_address ? 'R' : 'E',
                module, offset, name);
+}
+
+/* "# unplaced TID CODE OFFSET first|next" lines: the thread's Python frames as BPF would send
+ * them after a native walk that reached no eval loop. frames: room for REPLAY_MAX_FRAMES. */
+static void print_unplaced(ReplayPython *py, const EpCoreThread *t, ReplayFrame *frames) {
+        size_t n = replay_python_unplaced(py, t, frames, REPLAY_MAX_FRAMES);
+
+        for (size_t k = 0; k < n; k++)
+                printf("# unplaced %d 0x%" PRIx64 " %" PRId64 " %s\n", t->tid, frames[k].pc, frames[k].offset,
+                       frames[k].activation ? "first" : "next");
 }
 
 static int cmd_unwind(ReplayProcess *p) {
@@ -301,6 +322,8 @@ static int cmd_unwind(ReplayProcess *p) {
                 else
                         printf("# table %s %s missing: %s\n", hex, m->path, strerror(-m->table_error));
         }
+        if (p->python)
+                replay_python_print(p->python);
         for (size_t i = 0; i < ep_core_n_threads(p->core); i++) {
                 const EpCoreThread *t = ep_core_thread(p->core, i);
                 const char *stop = "?";
@@ -316,7 +339,11 @@ static int cmd_unwind(ReplayProcess *p) {
                 printf("thread %d stop %s frames %zu\n", t->tid, stop, n);
                 for (size_t k = 0; k < n; k++)
                         print_frame(p, &frames[k]);
+                if (p->python)
+                        print_unplaced(p->python, t, frames);
         }
+        if (p->python)
+                replay_python_print_counters(p->python);
         return ret;
 }
 

@@ -16,9 +16,22 @@ Names of libc's internal functions (__libc_start_call_main, start_thread, __clon
 __restore_rt) come from libc's separate debug file (package libc6-dbg); without it such a
 frame may be "[unknown] libc.so.6", which the expectations accept in their place.
 
-Usage: replay_test.py WORKLOAD --replay EP_REPLAY --workloads DIR --cores DIR
+cpython (--python INTERPRETER, a path or a glob such as ~/.pyenv/versions/3.9.*/bin/python3.9):
+python_chain.py runs main -> outer -> middle -> inner, inner spinning, and prints its code
+objects' addresses. ep-replay walks the Python frames too (bpf/cpython-walk.h, the BPF walk as
+ordinary C, from the py_procs entry the loader's code makes of the core's mapped files). The
+main thread must carry exactly the Python frames inner, middle, outer, main, <module>, in
+order, each run of them right before the native eval-loop frame that runs it (3.6-3.10: one
+frame per activation; 3.11+: inner, which middle calls from C, in one, the other four in
+another), offsets inside each code's bytecode, native
+frames down to _start; and the native frames alone must be gdb's. The frames BPF would send
+unplaced (a native walk that stopped before any eval loop) must be the same chain, each
+activation's first frame marked.
+
+Usage: replay_test.py WORKLOAD --replay EP_REPLAY --workloads DIR --cores DIR [--python PATH]
 """
 import argparse
+import glob
 import json
 import os
 import random
@@ -39,6 +52,7 @@ WORKLOADS = sorted(CHAINS) + ["cxxsort", "syscalls"]
 # __libc_start_main and _start), with how long each runs before the dump (CPU seconds).
 DEBIAN = {"gzip": 0.5, "xz": 0.5, "sha256sum": 0.5, "openssl": 0.5, "sqlite3": 0.5, "clang": 2.0}
 BIG_CORE = 64 << 20
+EVAL_LOOP = "_PyEval_EvalFrameDefault"  # and its .cold part
 
 
 class Failure(Exception):
@@ -81,10 +95,10 @@ def check_threads(workload, stacks, what):
 
 
 def parse_unwind(text):
-    """ep-replay unwind output → ({tid: [frames]}, {tid: stop}, table lines)."""
+    """ep-replay unwind output → ({tid: [frames]}, {tid: stop}, "#" lines: tables, cpython)."""
     stacks, stops, tables, tid = {}, {}, [], None
     for line in text.splitlines():
-        if line.startswith("# table"):
+        if line.startswith("#"):
             tables.append(line)
         elif line.startswith("thread "):
             parts = line.split()
@@ -93,8 +107,9 @@ def parse_unwind(text):
             stacks[tid] = []
         elif line and tid is not None:
             pc, kind, where, name = line.split(" ", 3)
-            stacks[tid].append({"pc": int(pc, 16), "kind": kind, "module": where.rsplit("+", 1)[0],
-                                "name": name})
+            module, offset = where.rsplit("+", 1)
+            stacks[tid].append({"pc": int(pc, 16), "kind": kind, "module": module,
+                                "offset": int(offset, 0), "name": name})
     return stacks, stops, tables
 
 
@@ -199,17 +214,108 @@ def check_debian(stacks, exe, what):
             raise Failure(f"{what}: thread {tid} does not end in __libc_start_main <- {exe.name}: {tail}")
 
 
+def find_python(spec):
+    """The interpreter a path or glob names (the newest match), or None."""
+    matches = sorted(glob.glob(os.path.expanduser(spec)))
+    return Path(os.path.realpath(matches[-1])) if matches else None
+
+
+def check_cpython(frames, chain, minor, exe):
+    """The main thread's frames (ours, leaf first; Python frames are kind "P") against the
+    chain python_chain.py printed: [[name, code address, bytecode size]], innermost first."""
+    label = {addr: name for name, addr, _ in chain}
+    py = [i for i, f in enumerate(frames) if f["kind"] == "P"]
+    got = [frames[i]["pc"] for i in py]
+    if got != [addr for _, addr, _ in chain]:
+        raise Failure(f"Python frames {[label.get(a, hex(a)) for a in got]}, expected "
+                      f"{[name for name, _, _ in chain]}")
+    for i, (name, _, size) in zip(py, chain):
+        if not 0 <= frames[i]["offset"] < size:
+            raise Failure(f"{name}: instruction offset {frames[i]['offset']} outside its {size} bytes")
+    # Each activation's Python frames come right before its eval-loop native frame, and every
+    # eval-loop frame has some: 3.6-3.10 run one frame per activation, 3.11+ inner (called from
+    # C) in one and the four others in another.
+    runs = [i for i in py if i + 1 < len(frames) and frames[i + 1]["kind"] != "P"]
+    evals = [i - 1 for i, f in enumerate(frames) if f["kind"] != "P" and f["name"].startswith(EVAL_LOOP)]
+    if runs != evals or len(runs) != (len(chain) if minor <= 10 else 2):
+        raise Failure(f"Python frames not right before their eval loops (runs end at {runs}, "
+                      f"eval-loop frames follow {evals})")
+    tail = [(f["module"], normalize(f["name"])) for f in frames[-2:]]
+    if tail[-1] != (exe.name, "_start") or tail[0][1] not in ("__libc_start_main", "__libc_start_main_impl"):
+        raise Failure(f"the main thread does not end in __libc_start_main <- {exe.name}'s _start: {tail}")
+
+
+def check_unplaced(notes, tid, chain, minor):
+    """The "# unplaced" lines of thread tid (the frames BPF sends after a native walk that
+    stopped before any eval loop): the same chain, each activation's first frame marked."""
+    unplaced = [n.split()[3:] for n in notes if n.startswith(f"# unplaced {tid} ")]
+    got = [int(code, 16) for code, _, _ in unplaced]
+    if got != [addr for _, addr, _ in chain]:
+        label = {addr: name for name, addr, _ in chain}
+        raise Failure(f"unplaced Python frames {[label.get(a, hex(a)) for a in got]}, expected "
+                      f"{[name for name, _, _ in chain]}")
+    firsts = [mark == "first" for _, _, mark in unplaced]
+    if firsts != [minor <= 10 or i <= 1 for i in range(len(chain))]:
+        raise Failure(f"unplaced Python frames: activation marks {firsts}")
+
+
+def run_cpython(a, cores):
+    """The cpython workload: 0, 1 or SKIP."""
+    exe = find_python(a.python)
+    if not exe:
+        print(f"SKIP: no CPython matches {a.python}: not installed on this machine")
+        return SKIP
+    name = f"cpython-{exe.parent.parent.name}-{exe.name}"  # pyenv: 3.9.18-python3.9; Debian: usr-python3.11
+    out = cores / f"{name}.stdout"
+    script = Path(__file__).resolve().parent / "python_chain.py"
+    with open(out, "w") as f:
+        cap = capture(a.replay, cores, name, [str(exe), str(script), "60"], stdout=f)
+    info = json.loads(out.read_text().splitlines()[0])
+    minor = info["version"][1]
+    print(f"core: {cap['core']} ({cap['core'].stat().st_size} bytes), CPython 3.{minor} {exe}")
+    gdb = symbolize_gdb(a.replay, cap["core"], json.loads(cap["gdb"].read_text()))
+
+    r = subprocess.run([a.replay, "unwind", str(cap["core"])], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        print(f"FAIL: ep-replay unwind exited {r.returncode}:\n{r.stderr}\n{r.stdout[-4000:]}")
+        return 1
+    ours, stops, notes = parse_unwind(r.stdout)
+    print("\n".join(notes))
+    try:
+        if not any(n.startswith(f"# cpython 3.{minor}") for n in notes):
+            raise Failure(f"no CPython 3.{minor} entry made of the core's files: {r.stderr}")
+        bad = {tid: s for tid, s in stops.items() if s != "ok"}
+        if bad:
+            raise Failure(f"unwind did not reach the root frame: {bad}")
+        check_cpython(ours[cap["pid"]], info["codes"], minor, exe)
+        check_unplaced(notes, cap["pid"], info["codes"], minor)
+        compare_with_gdb({tid: [f for f in frames if f["kind"] != "P"] for tid, frames in ours.items()}, gdb)
+    except Failure as e:
+        print(f"FAIL: {e}\n--- ep-replay output ---\n{r.stdout[-6000:]}")
+        return 1
+    label = {addr: name for name, addr, _ in info["codes"]}
+    frames = ours[cap["pid"]]
+    print(f"main thread: {len(frames)} frames OK: "
+          + " <- ".join(f"[{label[f['pc']]}]" if f["kind"] == "P" else f["name"] for f in frames))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("workload", choices=WORKLOADS + sorted(DEBIAN))
+    ap.add_argument("workload", choices=WORKLOADS + sorted(DEBIAN) + ["cpython"])
     ap.add_argument("--replay", required=True)
     ap.add_argument("--workloads", required=True)
     ap.add_argument("--cores", required=True)
     ap.add_argument("--source-root", default=str(Path(__file__).resolve().parents[2]))
     ap.add_argument("--keep-core", action="store_true", help="keep the core even when it is big")
+    ap.add_argument("--python", help="cpython: the interpreter (a path or a glob, ~ expanded)")
     a = ap.parse_args()
     cores = Path(a.cores)
     cores.mkdir(parents=True, exist_ok=True)
+    if a.workload == "cpython":
+        if not a.python:
+            ap.error("cpython needs --python")
+        return run_cpython(a, cores)
 
     if a.workload in DEBIAN:
         argv = debian_command(a.workload, cores, Path(a.source_root))
