@@ -1,36 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 
 /* CPython's loader part (registered in runtimes.c): the BPF side's view of CPython processes
- * (bpf/cpython.h, py_procs): for a process that maps
- * a CPython runtime (python-detect.c), where its interpreter list and eval loop are, at the
- * process's addresses, and the layout offsets the BPF walk reads. Each file is examined once
- * (cached by file key); only files whose name contains "python" are examined (an interpreter
- * linked statically into a program of another name is not recognised). */
+ * (bpf/cpython.h, py_procs): for a process that maps a CPython runtime, where its interpreter
+ * list and eval loop are, at the process's addresses, and the layout offsets the BPF walk
+ * reads. Whether a file is a runtime, and where those are in it, the symbolizer finds out
+ * (Symbolizer1.DetectRuntime, asked through symbolizer-client.c): the loader parses no ELF
+ * file itself, and checks every field of the answer (common/runtime-facts.h). The layout comes
+ * from the loader's own table for the version. Each file is asked about once (cached by file
+ * key); only files whose name contains "python" are (an interpreter linked statically into a
+ * program of another name is not recognised). Until the answer comes, a process's samples
+ * have native frames only; when it comes, every process mapping the file is tracked again. */
 
 #include <bpf/bpf.h>
-#include <fcntl.h>
-#include <gelf.h>
 #include <inttypes.h>
-#include <libelf.h>
 
 #include "hashmap.h"
 #include "log.h"
 #include "loader.h"
-#include "python-detect.h"
-
-#define PY_MAX_SEGMENTS 16
-
-typedef struct PySegment {
-        uint64_t offset, vaddr, filesz;
-} PySegment;
+#include "runtime-facts.h"
 
 /* What one file is. */
+typedef enum PyFileState {
+        PY_FILE_ASKING,  /* DetectRuntime asked, no answer yet */
+        PY_FILE_RUNTIME, /* a usable CPython runtime */
+        PY_FILE_NOT,     /* not one, or not usable */
+} PyFileState;
+
 typedef struct PyFile {
-        int state; /* 1: a CPython runtime; -1: not one (or unusable) */
-        EpPyRuntime rt;
-        EpPyLayout layout;
-        PySegment seg[PY_MAX_SEGMENTS]; /* PT_LOAD segments, to find the load bias */
-        unsigned n_seg;
+        PyFileState state;
+        EpCPythonFacts facts;  /* PY_FILE_RUNTIME: validated */
+        EpPyLayout layout;     /* PY_FILE_RUNTIME: the table's, for facts.major.minor */
 } PyFile;
 
 static bool name_says_python(const char *path) {
@@ -40,69 +39,8 @@ static bool name_says_python(const char *path) {
         return base && strstr(base, "python");
 }
 
-static int read_segments(int fd, PyFile *pf) {
-        Elf *elf;
-        size_t n;
-
-        elf_version(EV_CURRENT);
-        elf = elf_begin(fd, ELF_C_READ, NULL);
-        if (!elf)
-                return -EBADMSG;
-        if (elf_getphdrnum(elf, &n) < 0) {
-                elf_end(elf);
-                return -EBADMSG;
-        }
-        pf->n_seg = 0;
-        for (size_t i = 0; i < n && pf->n_seg < PY_MAX_SEGMENTS; i++) {
-                GElf_Phdr ph;
-
-                if (!gelf_getphdr(elf, (int) i, &ph) || ph.p_type != PT_LOAD)
-                        continue;
-                pf->seg[pf->n_seg++] = (PySegment) { .offset = ph.p_offset, .vaddr = ph.p_vaddr, .filesz = ph.p_filesz };
-        }
-        elf_end(elf);
-        return pf->n_seg > 0 ? 0 : -EBADMSG;
-}
-
-static void detect_file(Loader *l, uint32_t key, const char *path, PyFile *pf) {
-        _cleanup_close_ int fd = -EBADF;
-        int r;
-        LOG_CONTEXT_FILE(path);
-
-        pf->state = -1;
-        fd = ep_proc_table_open_file(l->procs, key);
-        if (fd < 0) {
-                log_debug_errno(fd, "Cannot open %s to look for CPython: %m", path);
-                return;
-        }
-        r = ep_py_detect_fd(fd, path, &pf->rt);
-        if (r <= 0) {
-                if (r < 0) {
-                        l->py_detect_errors++;
-                        log_notice_errno(r, "%s looks like CPython but cannot be used for Python frames: %m", path);
-                }
-                return;
-        }
-        r = ep_py_detect_layout(fd, &pf->rt, &pf->layout);
-        if (r >= 0)
-                r = read_segments(fd, pf);
-        if (r < 0) {
-                l->py_detect_errors++;
-                log_notice_errno(r, "CPython %u.%u in %s: no usable layout, no Python frames (%m).", pf->rt.major,
-                                 pf->rt.minor, path);
-                return;
-        }
-        if (pf->rt.n_eval == 0) {
-                l->py_detect_errors++;
-                return;
-        }
-        l->py_runtimes++;
-        log_info("CPython %u.%u in %s: Python frames on.", pf->rt.major, pf->rt.minor, path);
-        pf->state = 1;
-}
-
-/* The file's entry if it was examined already (a runtime or not), else NULL. */
-static const PyFile *examined_file(Loader *l, uint32_t key) {
+/* The file's entry if it was asked about already (answered or not), else NULL. */
+static PyFile *examined_file(Loader *l, uint32_t key) {
         void *slot = l->py_files ? ep_hashmap_get(l->py_files, &key) : NULL;
         PyFile *pf;
 
@@ -112,6 +50,73 @@ static const PyFile *examined_file(Loader *l, uint32_t key) {
         return pf;
 }
 
+static void forget_file(Loader *l, uint32_t key) {
+        PyFile *pf = examined_file(l, key);
+
+        if (!pf)
+                return;
+        (void) ep_hashmap_remove(l->py_files, &key, NULL);
+        free(pf);
+}
+
+/* The symbolizer's answer: it says what the file is, the loader decides whether to believe it. */
+static void on_detected(uint32_t key, const EpDetectAnswer *a, void *userdata) {
+        Loader *l = userdata;
+        PyFile *pf = examined_file(l, key);
+        EpFile *f = ep_proc_table_file(l->procs, key);
+        const char *path = f && f->path ? f->path : "a file";
+        int r;
+        LOG_CONTEXT_FILE(f ? f->path : NULL);
+
+        if (!pf || pf->state != PY_FILE_ASKING)
+                return;
+        switch (a->result) {
+        case EP_DETECT_UNAVAILABLE:
+                forget_file(l, key); /* asked again when a process maps it */
+                return;
+        case EP_DETECT_GAVE_UP:
+                pf->state = PY_FILE_NOT;
+                l->py_detect_errors++;
+                log_notice("Cannot learn from the symbolizer whether %s is a CPython runtime (%s): no Python "
+                           "frames for it.", path, a->error ?: "no answer");
+                return;
+        case EP_DETECT_REFUSED:
+                pf->state = PY_FILE_NOT;
+                l->py_detect_errors++;
+                log_notice("%s looks like CPython but cannot be used for Python frames: %s", path,
+                           a->error ?: "refused");
+                return;
+        case EP_DETECT_ANSWERED:
+                break;
+        }
+
+        pf->state = PY_FILE_NOT;
+        if (!a->runtime || !streq(a->runtime, EP_RUNTIME_CPYTHON)) {
+                /* Not a runtime, or one this loader does not walk: nothing to check. */
+                if (a->size != 0 && a->runtime && !a->runtime[0]) {
+                        l->py_detect_errors++;
+                        log_warning("The symbolizer's answer about %s is malformed (facts without a runtime): "
+                                    "ignored.", path);
+                }
+                return;
+        }
+        r = ep_cpython_facts_validate(a->facts, a->size, &pf->facts);
+        if (r >= 0)
+                r = ep_py_layout_for_version(pf->facts.major, pf->facts.minor, &pf->layout);
+        if (r < 0) {
+                l->py_detect_errors++;
+                log_warning_errno(r, "The symbolizer's facts about the CPython runtime %s are malformed (%m): "
+                                     "no Python frames for it.", path);
+                return;
+        }
+        pf->state = PY_FILE_RUNTIME;
+        l->py_runtimes++;
+        log_info("CPython %u.%u in %s: Python frames on.", pf->facts.major, pf->facts.minor, path);
+        loader_retrack_runtimes(l, key);
+}
+
+/* The file's entry if it is a usable runtime; else NULL, after asking the symbolizer about a
+ * file not asked about yet. */
 static const PyFile *py_file(Loader *l, uint32_t key) {
         EpFile *f = ep_proc_table_file(l->procs, key);
         const PyFile *known = examined_file(l, key);
@@ -119,8 +124,8 @@ static const PyFile *py_file(Loader *l, uint32_t key) {
         PyFile *pf;
 
         if (known)
-                return known->state > 0 ? known : NULL;
-        if (!f || !name_says_python(f->path))
+                return known->state == PY_FILE_RUNTIME ? known : NULL;
+        if (!f || !name_says_python(f->path) || !l->symclient)
                 return NULL;
         if (!l->py_files) {
                 l->py_files = ep_hashmap_new(sizeof(uint32_t), sizeof(PyFile *));
@@ -130,13 +135,15 @@ static const PyFile *py_file(Loader *l, uint32_t key) {
         pf = calloc(1, sizeof *pf);
         if (!pf)
                 return NULL;
-        detect_file(l, key, f->path, pf);
+        pf->state = PY_FILE_ASKING;
         if (ep_hashmap_put(l->py_files, &key, &slot) < 0) {
                 free(pf);
                 return NULL;
         }
         memcpy(slot, &pf, sizeof pf);
-        return pf->state > 0 ? pf : NULL;
+        if (ep_symclient_detect(l->symclient, key, on_detected, l) < 0)
+                forget_file(l, key); /* asked again the next time */
+        return NULL;
 }
 
 static void cpython_free(Loader *l) {
@@ -157,8 +164,8 @@ static void cpython_free(Loader *l) {
 /* ELF virtual address → process address, for the file mapped at m: the load bias is the same
  * for all segments, found from the segment m maps. */
 static bool load_bias(const PyFile *pf, const EpMapping *m, uint64_t *ret) {
-        for (unsigned i = 0; i < pf->n_seg; i++) {
-                const PySegment *s = &pf->seg[i];
+        for (unsigned i = 0; i < pf->facts.n_segments; i++) {
+                const EpFactsSegment *s = &pf->facts.segments[i];
                 uint64_t seg_page = s->offset & ~(uint64_t) 4095;
 
                 if (m->pgoff < seg_page || m->pgoff >= s->offset + s->filesz)
@@ -179,10 +186,10 @@ static bool cpython_is_eval_loop(Loader *l, const EpProcess *p, uint64_t pc) {
         if (!m || m->file_key == 0)
                 return false;
         pf = examined_file(l, m->file_key);
-        if (!pf || pf->state <= 0 || !load_bias(pf, m, &bias))
+        if (!pf || pf->state != PY_FILE_RUNTIME || !load_bias(pf, m, &bias))
                 return false;
-        for (unsigned i = 0; i < pf->rt.n_eval; i++)
-                if (pc - bias >= pf->rt.eval[i].start && pc - bias < pf->rt.eval[i].end)
+        for (unsigned i = 0; i < pf->facts.n_eval; i++)
+                if (pc - bias >= pf->facts.eval[i].start && pc - bias < pf->facts.eval[i].end)
                         return true;
         return false;
 }
@@ -192,20 +199,13 @@ static uint32_t off32(uint32_t v) {
 }
 
 static bool fill_entry(const PyFile *pf, const EpMapping *m, struct ep_bpf_py_proc *e) {
-        const EpPyRuntime *rt = &pf->rt;
+        const EpCPythonFacts *rt = &pf->facts;
         const EpPyLayout *y = &pf->layout;
         uint64_t bias, head;
 
         if (!load_bias(pf, m, &bias))
                 return false;
-        if (rt->minor == 6)
-                head = rt->interp_head_addr;
-        else if (rt->runtime_addr && y->runtime_interpreters_head != EP_PY_NO_OFFSET)
-                head = rt->runtime_addr + y->runtime_interpreters_head;
-        else
-                return false;
-        if (head == 0)
-                return false;
+        head = ep_cpython_facts_interp_head(rt, y); /* validated: not 0, inside the file's segments */
         *e = (struct ep_bpf_py_proc) {
                 .interp_head = head + bias,
                 .version = (uint16_t) (rt->major << 8 | rt->minor),
