@@ -77,13 +77,14 @@ static void on_detected(uint32_t key, const EpDetectAnswer *a, void *userdata) {
         case EP_DETECT_GAVE_UP:
                 pf->state = PY_FILE_NOT;
                 l->py_detect_errors++;
-                log_notice("Cannot learn from the symbolizer whether %s is a CPython runtime (%s): no Python "
-                           "frames for it.", path, a->error ?: "no answer");
+                /* The symbolizer's words: bounded, it is less trusted than we are. */
+                log_notice("Cannot learn from the symbolizer whether %s is a CPython runtime (%.200s): no "
+                           "Python frames for it.", path, a->error ?: "no answer");
                 return;
         case EP_DETECT_REFUSED:
                 pf->state = PY_FILE_NOT;
                 l->py_detect_errors++;
-                log_notice("%s looks like CPython but cannot be used for Python frames: %s", path,
+                log_notice("%s looks like CPython but cannot be used for Python frames: %.200s", path,
                            a->error ?: "refused");
                 return;
         case EP_DETECT_ANSWERED:

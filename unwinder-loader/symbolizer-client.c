@@ -48,7 +48,6 @@ struct EpSymClient {
         Request *in_flight; /* list, both kinds */
         unsigned n_in_flight, n_detect_in_flight;
         Request *detect_waiting; /* list: DetectRuntime calls not sent (yet, or again) */
-        unsigned n_detect_waiting;
         sd_event_source *detect_timer; /* the next DetectRuntime retry */
         bool unsupported_logged, detect_unsupported_logged;
 };
@@ -162,7 +161,6 @@ static void on_table_reply(sd_bus_message *m, Request *q) {
 static void detect_waiting_push(EpSymClient *c, Request *q) {
         q->next = c->detect_waiting;
         c->detect_waiting = q;
-        c->n_detect_waiting++;
 }
 
 /* The final answer of a DetectRuntime request: to its caller, and the request is gone. */
@@ -342,7 +340,6 @@ static void kick_detect(EpSymClient *c) {
                         break;
                 *pp = q->next;
                 q->next = NULL;
-                c->n_detect_waiting--;
 
                 r = send_request(c, q);
                 if (r == -ENOENT) {
@@ -396,7 +393,7 @@ void ep_symclient_kick(void *userdata) {
         if (!c || !c->watch || !ep_peer_watch_present(c->watch))
                 return;
         kick_detect(c);
-        while (c->n_in_flight < MAX_IN_FLIGHT && ep_tables_next_request(c->tables, &key)) {
+        while (c->tables && c->n_in_flight < MAX_IN_FLIGHT && ep_tables_next_request(c->tables, &key)) {
                 int r = send_table_request(c, key);
                 if (r < 0) {
                         /* No live process maps it any more (asked again when one does), or the
@@ -423,7 +420,8 @@ static int on_peer(EpPeerWatch *w, bool present, void *userdata) {
                 q->parked = false;
                 q->not_before_ns = 0;
         }
-        ep_tables_retry_now(c->tables); /* also re-queues files the old one could not serve */
+        if (c->tables)
+                ep_tables_retry_now(c->tables); /* also re-queues files the old one could not serve */
         ep_symclient_kick(c);
         return 0;
 }
@@ -439,7 +437,8 @@ EpSymClient *ep_symclient_free(EpSymClient *c) {
                 free(q);
         }
         sd_event_source_disable_unref(c->detect_timer);
-        ep_tables_set_kick(c->tables, NULL, NULL);
+        if (c->tables)
+                ep_tables_set_kick(c->tables, NULL, NULL);
         ep_peer_watch_free(c->watch);
         free(c);
         return NULL;
@@ -455,10 +454,12 @@ int ep_symclient_new(EpDaemon *d, EpTables *tables, EpProcTable *procs, EpSymCli
         c->daemon = d;
         c->tables = tables;
         c->procs = procs;
-        ep_tables_set_kick(tables, ep_symclient_kick, c);
+        if (tables)
+                ep_tables_set_kick(tables, ep_symclient_kick, c);
         r = ep_peer_watch(d, EP_BUS_SYMBOLIZER, on_peer, c, &c->watch);
         if (r < 0) {
-                ep_tables_set_kick(tables, NULL, NULL);
+                if (tables)
+                        ep_tables_set_kick(tables, NULL, NULL);
                 return r;
         }
         *ret = TAKE_PTR(c);

@@ -24,6 +24,7 @@
 
 typedef struct EpSymClient EpSymClient;
 
+/* tables may be NULL: detection requests only (tests). */
 int ep_symclient_new(EpDaemon *d, EpTables *tables, EpProcTable *procs, EpSymClient **ret);
 EpSymClient *ep_symclient_free(EpSymClient *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(EpSymClient *, ep_symclient_free);
