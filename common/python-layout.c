@@ -8,7 +8,7 @@
 
 /* The numbers below were read from the DWARF of the pyenv builds (3.6.15, 3.7.16, 3.8.18,
  * 3.9.18, 3.10.13, 3.11.7, 3.12.1, 3.13.0; x86-64, GIL build) and are checked against it by
- * tests/unit/test-loader-python-layout.c, field by field. Fields a version lacks stay
+ * tests/unit/test-symbolizer-python-layout.c, field by field. Fields a version lacks stay
  * EP_PY_NO_OFFSET. */
 
 _Static_assert(offsetof(EpPyLayout, bytes_sval) + sizeof(uint32_t) == sizeof(EpPyLayout),

@@ -5,7 +5,7 @@
  * with the GIL (the default build). Every offset is in bytes from the start of the structure
  * named in the comment. The built-in table (python-layout.c) was taken from the DWARF of the
  * pyenv builds 3.6.15 … 3.13.0 and is re-checked against that DWARF by
- * tests/unit/test-loader-python-layout.c; 3.13 also describes itself at run time through the
+ * tests/unit/test-symbolizer-python-layout.c; 3.13 also describes itself at run time through the
  * _Py_DebugOffsets block at the start of _PyRuntime (ep_py_layout_from_debug_offsets()). */
 
 #include <stddef.h>

@@ -227,6 +227,11 @@ static int method_get_unwind_table(sd_bus_message *msg, void *userdata, sd_bus_e
         return ep_unwind_service_handle(m->unwind, msg, error);
 }
 
+static int method_detect_runtime(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        return ep_unwind_service_handle_detect(m->unwind, msg, error);
+}
+
 static int prop_unwind(sd_bus *bus, const char *path, const char *interface, const char *property,
                        sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
@@ -247,6 +252,9 @@ static const sd_bus_vtable symbolizer_vtable[] = {
                                 method_open_session, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetUnwindTable", SD_BUS_ARGS("h", file, "ay", file_id), SD_BUS_RESULT("h", table),
                                 method_get_unwind_table, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("DetectRuntime", SD_BUS_ARGS("h", file, "ay", file_id),
+                                SD_BUS_RESULT("s", runtime, "ay", facts), method_detect_runtime,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         STAT_PROPERTY("Requests", requests),
         STAT_PROPERTY("Resolved", resolved),

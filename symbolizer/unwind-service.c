@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "file-id.h"
 #include "log.h"
+#include "runtime-detect.h"
 #include "unwind-service.h"
 #include "wire.h"
 
@@ -25,10 +27,13 @@ typedef struct Job {
         sd_bus_message *msg;
 
         /* in */
+        bool detect; /* DetectRuntime, else GetUnwindTable */
         int fd;
         uint8_t file_id[EP_FILE_ID_SIZE];
 
-        /* out */
+        /* out: DetectRuntime */
+        EpRuntimeDetection detection;
+        /* out: GetUnwindTable */
         int error;
         int memfd;
         EpUnwindStats delta; /* counters this job moved; cache_bytes is a level, not a delta */
@@ -57,6 +62,7 @@ struct EpUnwindService {
         pthread_cond_t wake;
         bool stop;              /* under lock */
         JobQueue pending, done; /* under lock */
+        JobQueue pending_detect; /* under lock: served before pending (milliseconds each) */
 
         /* worker only */
         EpUnwindCache *cache;
@@ -151,10 +157,20 @@ static void log_slow_extraction(const Job *j) {
                  j->error < 0 ? strerror(-j->error) : "a cold disk or a busy machine");
 }
 
+static void worker_detect(Job *j) {
+        (void) ep_runtime_detect_sandboxed(j->fd, j->file_id, &j->detection);
+        (void) close_nointr(j->fd);
+        j->fd = -EBADF;
+}
+
 static void worker_run(EpUnwindService *s, Job *j) {
         _cleanup_free_ void *blob = NULL;
         size_t size = 0;
 
+        if (j->detect) {
+                worker_detect(j);
+                return;
+        }
         worker_open_cache(s);
 
         j->error = ep_unwind_lookup(s->cache, j->fd, j->file_id, &s->options, &j->delta, &blob, &size);
@@ -186,11 +202,11 @@ static void *worker_main(void *userdata) {
         for (;;) {
                 Job *j;
 
-                while (!s->stop && !s->pending.head)
+                while (!s->stop && !s->pending.head && !s->pending_detect.head)
                         pthread_cond_wait(&s->wake, &s->lock);
                 if (s->stop)
                         break;
-                j = queue_pop(&s->pending);
+                j = queue_pop(&s->pending_detect) ?: queue_pop(&s->pending);
                 pthread_mutex_unlock(&s->lock);
 
                 worker_run(s, j);
@@ -208,9 +224,33 @@ static void *worker_main(void *userdata) {
 
 /* ---- event loop ---- */
 
+static void complete_detect(EpUnwindService *s, Job *j) {
+        const EpRuntimeDetection *d = &j->detection;
+        char hex[2 * EP_FILE_ID_SIZE + 1];
+        int r;
+
+        ep_file_id_to_hex(j->file_id, hex);
+        if (d->error < 0) {
+                const char *name = ep_runtime_detect_error_name(d);
+
+                if (name && streq(name, EP_ERROR_BAD_FILE))
+                        ep_sym_stats_error(s->sym_stats, "Runtime detection of file %s: %s", hex, d->what);
+                log_debug("Runtime detection of file %s: %s (%s)", hex, d->what, strerror(-d->error));
+        } else if (d->runtime[0])
+                log_debug("File %s is a %s runtime.", hex, d->runtime);
+        r = ep_runtime_detect_reply(j->msg, j->file_id, d);
+        if (r < 0)
+                log_debug_errno(r, "Could not answer DetectRuntime: %m");
+}
+
 static void complete(EpUnwindService *s, Job *j) {
         const char *name = NULL;
         int r;
+
+        if (j->detect) {
+                complete_detect(s, j);
+                return;
+        }
 
         s->stats.tables += j->delta.tables;
         s->stats.cache_hits += j->delta.cache_hits;
@@ -284,13 +324,15 @@ static int on_done(sd_event_source *source, int fd, uint32_t revents, void *user
         return 0;
 }
 
-int ep_unwind_service_handle(EpUnwindService *s, sd_bus_message *msg, sd_bus_error *error) {
+/* Both methods take (h file, ay file_id) from root (the loader). */
+static int queue_job(EpUnwindService *s, sd_bus_message *msg, bool detect, sd_bus_error *error) {
         const void *id;
         size_t id_len;
         int fd, r;
 
         /* The bus policy restricts this too; the loader is root. */
-        r = ep_bus_check_caller_uid(msg, error, UID_INVALID, "ask for unwind tables");
+        r = ep_bus_check_caller_uid(msg, error, UID_INVALID,
+                                    detect ? "ask what runtime a file is" : "ask for unwind tables");
         if (r < 0)
                 return r;
 
@@ -307,6 +349,7 @@ int ep_unwind_service_handle(EpUnwindService *s, sd_bus_message *msg, sd_bus_err
         Job *j = calloc(1, sizeof(Job));
         if (!j)
                 return -ENOMEM;
+        j->detect = detect;
         j->memfd = -EBADF;
         memcpy(j->file_id, id, EP_FILE_ID_SIZE);
         j->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
@@ -316,13 +359,22 @@ int ep_unwind_service_handle(EpUnwindService *s, sd_bus_message *msg, sd_bus_err
                 return r;
         }
         j->msg = sd_bus_message_ref(msg);
-        s->stats.queued++;
+        if (!detect)
+                s->stats.queued++;
 
         pthread_mutex_lock(&s->lock);
-        queue_push(&s->pending, j);
+        queue_push(detect ? &s->pending_detect : &s->pending, j);
         pthread_cond_signal(&s->wake);
         pthread_mutex_unlock(&s->lock);
         return 1;
+}
+
+int ep_unwind_service_handle(EpUnwindService *s, sd_bus_message *msg, sd_bus_error *error) {
+        return queue_job(s, msg, false, error);
+}
+
+int ep_unwind_service_handle_detect(EpUnwindService *s, sd_bus_message *msg, sd_bus_error *error) {
+        return queue_job(s, msg, true, error);
 }
 
 const EpUnwindStats *ep_unwind_service_stats(const EpUnwindService *s) {
@@ -343,6 +395,8 @@ EpUnwindService *ep_unwind_service_free(EpUnwindService *s) {
                 pthread_join(s->thread, NULL);
         }
         while ((j = queue_pop(&s->pending)))
+                job_free(j);
+        while ((j = queue_pop(&s->pending_detect)))
                 job_free(j);
         while ((j = queue_pop(&s->done)))
                 job_free(j);
@@ -370,6 +424,7 @@ int ep_unwind_service_new(sd_event *event, const EpUnwindServiceConfig *config, 
         pthread_mutex_init(&s->lock, NULL);
         pthread_cond_init(&s->wake, NULL);
         queue_init(&s->pending);
+        queue_init(&s->pending_detect);
         queue_init(&s->done);
 
         if (config && config->cache_dir && config->cache_dir[0]) {

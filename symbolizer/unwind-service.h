@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Symbolizer1.GetUnwindTable(h file, ay file_id) → (h table).
+/* Symbolizer1.GetUnwindTable(h file, ay file_id) → (h table), and the worker that also runs
+ * Symbolizer1.DetectRuntime (runtime-detect.h).
  *
  * The loader (root) passes the descriptor of a mapped file; the reply is a sealed read-only
  * memfd (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) holding the table blob of
@@ -44,6 +45,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(EpUnwindService *, ep_unwind_service_free);
 
 /* The method handler body: checks and queues the call; returns 1 (reply follows) or an error. */
 int ep_unwind_service_handle(EpUnwindService *s, sd_bus_message *msg, sd_bus_error *error);
+/* The same for Symbolizer1.DetectRuntime(h file, ay file_id) → (s runtime, ay facts)
+ * (runtime-detect.h): on the same worker, ahead of the tables waiting (a detection takes
+ * milliseconds, an extraction can take seconds), in the sandbox. Not counted in UnwindQueue. */
+int ep_unwind_service_handle_detect(EpUnwindService *s, sd_bus_message *msg, sd_bus_error *error);
 
 /* Counters, updated on the event loop as answers go out. */
 const EpUnwindStats *ep_unwind_service_stats(const EpUnwindService *s);

@@ -81,10 +81,11 @@ typedef struct Loader {
         uint64_t deferred_total;   /* samples that waited for a table */
         uint64_t deferred_expired; /* ... and were sent when the wait ran out */
 
-        /* runtime-cpython.c: CPython runtimes by file key (PyFile *), and statistics */
+        /* runtime-cpython.c: what the symbolizer said about files by file key (PyFile *), and
+         * statistics */
         struct EpHashmap *py_files;
         uint64_t py_runtimes;      /* files found to be usable CPython runtimes */
-        uint64_t py_detect_errors; /* CPython files that cannot be used */
+        uint64_t py_detect_errors; /* CPython files that cannot be used, answers refused */
         /* trace-convert.c: interpreter frames of every runtime */
         uint64_t interp_frames_sent;
         uint64_t interp_spliced;   /* BPF's unplaced interpreter frames placed in a loader unwind */
@@ -125,6 +126,9 @@ void loader_ring_reset(Loader *l);
  * references of the files they map. */
 /* Writes p's file mappings to BPF when they changed since the last write. */
 void loader_track_process(Loader *l, EpProcess *p);
+/* What a runtime is in file_key became known: every live process that maps it (and whose
+ * mappings are in BPF) is tracked by the runtimes again (loader_runtimes_track). */
+void loader_retrack_runtimes(Loader *l, uint32_t file_key);
 /* ep_process_forget_t: the process is being forgotten. */
 void loader_untrack_process(EpProcess *p, void *userdata);
 /* p was found dead although no exit event came: removes its BPF entry now. */

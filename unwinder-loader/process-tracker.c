@@ -122,6 +122,21 @@ void loader_track_process(Loader *l, EpProcess *p) {
         loader_runtimes_track(l, p);
 }
 
+void loader_retrack_runtimes(Loader *l, uint32_t file_key) {
+        size_t state = 0;
+        EpProcess *p;
+
+        while (ep_proc_table_iterate(l->procs, &state, &p)) {
+                /* Only processes whose mappings are in BPF: the others are tracked when they
+                 * are written. held_files is their sorted set of file keys. */
+                if (p->pid <= 0 || p->exit_boot_ns || p->synced_gen == 0)
+                        continue;
+                if (!bsearch(&file_key, p->held_files, p->n_held, sizeof file_key, cmp_u32))
+                        continue;
+                loader_runtimes_track(l, p);
+        }
+}
+
 void loader_untrack_process(EpProcess *p, void *userdata) {
         Loader *l = userdata;
         uint32_t pid = (uint32_t) p->pid;

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 
 /* CPython's loader part (registered in runtimes.c): the BPF side's view of CPython processes
- * (bpf/cpython.h, py_procs): for a process that maps
- * a CPython runtime (python-detect.c), where its interpreter list and eval loop are, at the
- * process's addresses, and the layout offsets the BPF walk reads (the entry is made by
- * python-entry.c, which the replay tests share). Each file is examined once (cached by file
- * key); only files whose name contains "python" are examined (an interpreter linked statically
- * into a program of another name is not recognised). */
+ * (bpf/cpython.h, py_procs): for a process that maps a CPython runtime, where its interpreter
+ * list and eval loop are, at the process's addresses, and the layout offsets the BPF walk
+ * reads. Whether a file is a runtime, and where those are in it, the symbolizer finds out
+ * (Symbolizer1.DetectRuntime, asked through symbolizer-client.c): the loader parses no ELF
+ * file itself, and checks every field of the answer (common/runtime-facts.h). The layout comes
+ * from the loader's own table for the version. Each file is asked about once (cached by file
+ * key); only files whose name contains "python" are (an interpreter linked statically into a
+ * program of another name is not recognised). Until the answer comes, a process's samples
+ * have native frames only; when it comes, every process mapping the file is tracked again. */
 
 #include <bpf/bpf.h>
 #include <inttypes.h>
@@ -17,42 +20,20 @@
 #include "python-entry.h"
 
 /* What one file is. */
+typedef enum PyFileState {
+        PY_FILE_ASKING,  /* DetectRuntime asked, no answer yet */
+        PY_FILE_RUNTIME, /* a usable CPython runtime */
+        PY_FILE_NOT,     /* not one, or not usable */
+} PyFileState;
+
 typedef struct PyFile {
-        int state; /* 1: a CPython runtime; -1: not one (or unusable) */
-        EpPyFile file;
+        PyFileState state;
+        EpCPythonFacts facts;  /* PY_FILE_RUNTIME: validated */
+        EpPyLayout layout;     /* PY_FILE_RUNTIME: the table's, for facts.major.minor */
 } PyFile;
 
-static void detect_file(Loader *l, uint32_t key, const char *path, PyFile *pf) {
-        _cleanup_close_ int fd = -EBADF;
-        EpPyFileStep failed;
-        int r;
-        LOG_CONTEXT_FILE(path);
-
-        pf->state = -1;
-        fd = ep_proc_table_open_file(l->procs, key);
-        if (fd < 0) {
-                log_debug_errno(fd, "Cannot open %s to look for CPython: %m", path);
-                return;
-        }
-        r = ep_py_file_examine(fd, path, &pf->file, &failed);
-        if (r == 0)
-                return;
-        if (r < 0) {
-                l->py_detect_errors++;
-                if (failed == EP_PY_FILE_DETECT)
-                        log_notice_errno(r, "%s looks like CPython but cannot be used for Python frames: %m", path);
-                else if (failed == EP_PY_FILE_LAYOUT)
-                        log_notice_errno(r, "CPython %u.%u in %s: no usable layout, no Python frames (%m).",
-                                         pf->file.rt.major, pf->file.rt.minor, path);
-                return;
-        }
-        l->py_runtimes++;
-        log_info("CPython %u.%u in %s: Python frames on.", pf->file.rt.major, pf->file.rt.minor, path);
-        pf->state = 1;
-}
-
-/* The file's entry if it was examined already (a runtime or not), else NULL. */
-static const PyFile *examined_file(Loader *l, uint32_t key) {
+/* The file's entry if it was asked about already (answered or not), else NULL. */
+static PyFile *examined_file(Loader *l, uint32_t key) {
         void *slot = l->py_files ? ep_hashmap_get(l->py_files, &key) : NULL;
         PyFile *pf;
 
@@ -62,6 +43,74 @@ static const PyFile *examined_file(Loader *l, uint32_t key) {
         return pf;
 }
 
+static void forget_file(Loader *l, uint32_t key) {
+        PyFile *pf = examined_file(l, key);
+
+        if (!pf)
+                return;
+        (void) ep_hashmap_remove(l->py_files, &key, NULL);
+        free(pf);
+}
+
+/* The symbolizer's answer: it says what the file is, the loader decides whether to believe it. */
+static void on_detected(uint32_t key, const EpDetectAnswer *a, void *userdata) {
+        Loader *l = userdata;
+        PyFile *pf = examined_file(l, key);
+        EpFile *f = ep_proc_table_file(l->procs, key);
+        const char *path = f && f->path ? f->path : "a file";
+        int r;
+        LOG_CONTEXT_FILE(f ? f->path : NULL);
+
+        if (!pf || pf->state != PY_FILE_ASKING)
+                return;
+        switch (a->result) {
+        case EP_DETECT_UNAVAILABLE:
+                forget_file(l, key); /* asked again when a process maps it */
+                return;
+        case EP_DETECT_GAVE_UP:
+                pf->state = PY_FILE_NOT;
+                l->py_detect_errors++;
+                /* The symbolizer's words: bounded, it is less trusted than we are. */
+                log_notice("Cannot learn from the symbolizer whether %s is a CPython runtime (%.200s): no "
+                           "Python frames for it.", path, a->error ?: "no answer");
+                return;
+        case EP_DETECT_REFUSED:
+                pf->state = PY_FILE_NOT;
+                l->py_detect_errors++;
+                log_notice("%s looks like CPython but cannot be used for Python frames: %.200s", path,
+                           a->error ?: "refused");
+                return;
+        case EP_DETECT_ANSWERED:
+                break;
+        }
+
+        pf->state = PY_FILE_NOT;
+        if (!a->runtime || !streq(a->runtime, EP_RUNTIME_CPYTHON)) {
+                /* Not a runtime, or one this loader does not walk: nothing to check. */
+                if (a->size != 0 && a->runtime && !a->runtime[0]) {
+                        l->py_detect_errors++;
+                        log_warning("The symbolizer's answer about %s is malformed (facts without a runtime): "
+                                    "ignored.", path);
+                }
+                return;
+        }
+        r = ep_cpython_facts_validate(a->facts, a->size, &pf->facts);
+        if (r >= 0)
+                r = ep_py_layout_for_version(pf->facts.major, pf->facts.minor, &pf->layout);
+        if (r < 0) {
+                l->py_detect_errors++;
+                log_warning_errno(r, "The symbolizer's facts about the CPython runtime %s are malformed (%m): "
+                                     "no Python frames for it.", path);
+                return;
+        }
+        pf->state = PY_FILE_RUNTIME;
+        l->py_runtimes++;
+        log_info("CPython %u.%u in %s: Python frames on.", pf->facts.major, pf->facts.minor, path);
+        loader_retrack_runtimes(l, key);
+}
+
+/* The file's entry if it is a usable runtime; else NULL, after asking the symbolizer about a
+ * file not asked about yet. */
 static const PyFile *py_file(Loader *l, uint32_t key) {
         EpFile *f = ep_proc_table_file(l->procs, key);
         const PyFile *known = examined_file(l, key);
@@ -69,8 +118,8 @@ static const PyFile *py_file(Loader *l, uint32_t key) {
         PyFile *pf;
 
         if (known)
-                return known->state > 0 ? known : NULL;
-        if (!f || !ep_py_file_name_says_python(f->path))
+                return known->state == PY_FILE_RUNTIME ? known : NULL;
+        if (!f || !ep_py_name_says_python(f->path) || !l->symclient)
                 return NULL;
         if (!l->py_files) {
                 l->py_files = ep_hashmap_new(sizeof(uint32_t), sizeof(PyFile *));
@@ -80,13 +129,15 @@ static const PyFile *py_file(Loader *l, uint32_t key) {
         pf = calloc(1, sizeof *pf);
         if (!pf)
                 return NULL;
-        detect_file(l, key, f->path, pf);
+        pf->state = PY_FILE_ASKING;
         if (ep_hashmap_put(l->py_files, &key, &slot) < 0) {
                 free(pf);
                 return NULL;
         }
         memcpy(slot, &pf, sizeof pf);
-        return pf->state > 0 ? pf : NULL;
+        if (ep_symclient_detect(l->symclient, key, on_detected, l) < 0)
+                forget_file(l, key); /* asked again the next time */
+        return NULL;
 }
 
 static void cpython_free(Loader *l) {
@@ -105,20 +156,13 @@ static void cpython_free(Loader *l) {
 }
 
 static bool cpython_is_eval_loop(Loader *l, const EpProcess *p, uint64_t pc) {
-        const EpMapping *m;
+        const EpMapping *m = ep_process_find_mapping(p, pc);
         const PyFile *pf;
-        uint64_t bias;
 
-        m = ep_process_find_mapping(p, pc);
         if (!m || m->file_key == 0)
                 return false;
         pf = examined_file(l, m->file_key);
-        if (!pf || pf->state <= 0 || !ep_py_file_load_bias(&pf->file, m->start, m->pgoff, &bias))
-                return false;
-        for (unsigned i = 0; i < pf->file.rt.n_eval; i++)
-                if (pc - bias >= pf->file.rt.eval[i].start && pc - bias < pf->file.rt.eval[i].end)
-                        return true;
-        return false;
+        return pf && pf->state == PY_FILE_RUNTIME && ep_py_facts_in_eval_loop(&pf->facts, m->start, m->pgoff, pc);
 }
 
 static uint16_t cpython_track(Loader *l, EpProcess *p, bool had_entry) {
@@ -134,7 +178,7 @@ static uint16_t cpython_track(Loader *l, EpProcess *p, bool had_entry) {
                 if (m->file_key == 0)
                         continue;
                 pf = py_file(l, m->file_key);
-                if (!pf || !ep_py_file_entry(&pf->file, m->start, m->pgoff, &e))
+                if (!pf || !ep_py_facts_entry(&pf->facts, &pf->layout, m->start, m->pgoff, &e))
                         continue;
                 if (bpf_map_update_elem(l->maps.py_procs, &pid, &e, BPF_ANY) < 0) {
                         if (l->bpf_sync_errors++ == 0)

@@ -3,15 +3,17 @@
  * hooks over a core dump.
  *
  * The per-process input the BPF walk reads from py_procs (struct ep_bpf_py_proc) is made by the
- * loader's own code from the core's mapped files: each file whose name says python is examined
- * (ep_py_file_examine: python-detect.c and the layouts of common/python-layout.c) and the first
- * mapping that gives an entry (ep_py_file_entry, with the mapping's start and file offset) is
- * the process's, as unwinder-loader/runtime-cpython.c does with /proc/PID/maps. */
+ * daemons' own code from the core's mapped files: each file whose name says python is examined
+ * by the symbolizer's detection (ep_runtime_detect_fd, what DetectRuntime runs), its facts
+ * checked as the loader checks them, and the first mapping that gives an entry
+ * (ep_py_facts_entry, with the mapping's start and file offset) is the process's, as
+ * unwinder-loader/runtime-cpython.c does with /proc/PID/maps. */
 #include <inttypes.h>
 
 #include "replay.h"
 
 #include "python-entry.h"
+#include "runtime-detect.h"
 
 /* ---- the hooks of bpf/cpython-walk.h: reads from the core, counters as BPF keeps them ---- */
 
@@ -42,7 +44,7 @@ static inline void ep_py_loop(__u32 n, long (*callback)(__u64 index, void *data)
 struct ReplayPython {
         ReplayPyHooks hooks;
         const ReplayModule *module; /* the runtime the entry was made from */
-        EpPyFile file;
+        EpCPythonFacts file;
         struct ep_bpf_py_proc proc;
         struct py_walk walk; /* the walk of the thread being unwound */
 };
@@ -51,35 +53,54 @@ void replay_python_free(ReplayPython *py) {
         free(py);
 }
 
-/* The py_procs entry for the mapping reg, when its file is a usable runtime; each file is
- * examined once (*examined: 0 not yet, 1 a runtime in *file, -1 not one). */
-static bool region_entry(const ReplayRegion *reg, int *examined, EpPyFile *file, struct ep_bpf_py_proc *ret) {
-        EpPyFileStep failed;
+/* What detection and the loader make of a file: 1 with *ret filled (a usable runtime, the
+ * facts checked as the loader checks them, *ret_layout the loader's for the version), 0 (not a
+ * runtime), < 0 (a runtime that cannot be used). */
+static int examine(const ReplayModule *m, EpCPythonFacts *ret, EpPyLayout *ret_layout) {
+        _cleanup_free_ EpRuntimeDetection *d = calloc(1, sizeof *d);
         int r;
 
+        if (!d)
+                return -ENOMEM;
+        r = ep_runtime_detect_fd(m->fd, m->path, d);
+        if (r < 0) {
+                fprintf(stderr, "ep-replay: %s: CPython not usable: %s (%s)\n", m->path, d->what, strerror(-r));
+                return r;
+        }
+        if (!streq(d->runtime, EP_RUNTIME_CPYTHON))
+                return 0;
+        r = ep_cpython_facts_validate(&d->facts, sizeof d->facts, ret);
+        if (r >= 0)
+                r = ep_py_layout_for_version(ret->major, ret->minor, ret_layout);
+        if (r < 0)
+                fprintf(stderr, "ep-replay: %s: the facts about it do not pass the loader's checks: %s\n", m->path,
+                        strerror(-r));
+        return r < 0 ? r : 1;
+}
+
+/* The py_procs entry for the mapping reg, when its file is a usable runtime; each file is
+ * examined once (*examined: 0 not yet, 1 a runtime in *file, -1 not one). */
+static bool region_entry(const ReplayRegion *reg, int *examined, EpCPythonFacts *file, EpPyLayout *layout,
+                         struct ep_bpf_py_proc *ret) {
         if (*examined == 0) {
                 *examined = -1;
-                if (!ep_py_file_name_says_python(reg->module->path))
-                        return false;
-                r = ep_py_file_examine(reg->module->fd, reg->module->path, file, &failed);
-                if (r < 0)
-                        fprintf(stderr, "ep-replay: %s: CPython not usable (step %d): %s\n", reg->module->path,
-                                (int) failed, strerror(-r));
-                if (r <= 0)
+                if (!ep_py_name_says_python(reg->module->path) || examine(reg->module, file, layout) <= 0)
                         return false;
                 *examined = 1;
         }
-        return *examined > 0 && ep_py_file_entry(file, reg->start, reg->offset, ret);
+        return *examined > 0 && ep_py_facts_entry(file, layout, reg->start, reg->offset, ret);
 }
 
 int replay_python_load(ReplayProcess *p) {
         _cleanup_free_ int *examined = NULL;
-        _cleanup_free_ EpPyFile *files = NULL;
+        _cleanup_free_ EpCPythonFacts *files = NULL;
+        _cleanup_free_ EpPyLayout *layouts = NULL;
         ReplayPython *py;
 
         examined = calloc(p->n_modules ?: 1, sizeof *examined);
         files = calloc(p->n_modules ?: 1, sizeof *files);
-        if (!examined || !files)
+        layouts = calloc(p->n_modules ?: 1, sizeof *layouts);
+        if (!examined || !files || !layouts)
                 return -ENOMEM;
         for (size_t i = 0; i < p->n_regions; i++) {
                 const ReplayRegion *reg = &p->regions[i];
@@ -88,7 +109,7 @@ int replay_python_load(ReplayProcess *p) {
 
                 while (k < p->n_modules && p->modules[k] != reg->module)
                         k++;
-                if (k == p->n_modules || !region_entry(reg, &examined[k], &files[k], &proc))
+                if (k == p->n_modules || !region_entry(reg, &examined[k], &files[k], &layouts[k], &proc))
                         continue;
                 py = calloc(1, sizeof *py);
                 if (!py)
@@ -101,10 +122,10 @@ int replay_python_load(ReplayProcess *p) {
 }
 
 void replay_python_print(const ReplayPython *py) {
-        const EpPyRuntime *rt = &py->file.rt;
+        const EpCPythonFacts *rt = &py->file;
 
         printf("# cpython %u.%u", rt->major, rt->minor);
-        if (rt->micro != EP_PY_MICRO_UNKNOWN)
+        if (rt->micro != EP_CPYTHON_MICRO_UNKNOWN)
                 printf(".%u", rt->micro);
         printf(" %s interp_head 0x%" PRIx64 " eval [0x%" PRIx64 ", 0x%" PRIx64 ") [0x%" PRIx64 ", 0x%" PRIx64 ")\n",
                py->module->path, (uint64_t) py->proc.interp_head, (uint64_t) py->proc.eval_start[0],

@@ -7,7 +7,7 @@
  *     (dis.findlinestarts() up to 3.9, co_lines() from 3.10); the decoder must agree on each.
  *  2. Live frames: a child runs main → outer → middle → Outer.method → inner, which spins on a
  *     known line. Stopped, its thread and frames are found through /proc/PID/mem with the
- *     layout (as test-loader-python-layout.c walks them), an EP_FRAME_CPYTHON request is built
+ *     layout (as test-symbolizer-python-layout.c walks them), an EP_FRAME_CPYTHON request is built
  *     for each frame as the contract says (f_lasti, prev_instr or instr_ptr) and resolved
  *     through the resolver with a source that opens /proc/PID/mem itself: qualified names,
  *     file and lines must be the script's (the callers' lines also as the child's own
@@ -26,7 +26,7 @@
 #include "python-lines.h"
 #include "resolve-cpython.h"
 #include "resolver.h"
-#include "test-loader-python-util.h"
+#include "test-python-util.h"
 
 /* ---- 1. line tables ---------------------------------------------------------------------- */
 

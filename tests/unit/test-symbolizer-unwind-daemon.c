@@ -5,7 +5,9 @@
  *   - the second call is a cache hit; so is the first call after a restart (same cache dir);
  *   - errors: a file ID that is not the descriptor's, a file that is not ELF (BadFile), a file
  *     ID of the wrong length (InvalidArgs);
- *   - the Unwind* properties count, and the daemon keeps serving other calls meanwhile. */
+ *   - the Unwind* properties count, and the daemon keeps serving other calls meanwhile;
+ *   - Symbolizer1.DetectRuntime on the same worker: "" for a program, "cpython" with facts the
+ *     loader accepts for a libpython (when one is installed), BadFile and InvalidArgs. */
 
 #include <poll.h>
 #include <signal.h>
@@ -16,6 +18,7 @@
 #include <time.h>
 
 #include "bus.h"
+#include "runtime-facts.h"
 #include "test-private-bus.h"
 #include "test-symbolizer-unwind-util.h"
 
@@ -127,6 +130,80 @@ static void check_table(int fd, const uint8_t id[EP_FILE_ID_SIZE]) {
         /* Writable mappings are refused. */
         CHECK(mmap(NULL, (size_t) st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED);
         munmap(p, (size_t) st.st_size);
+}
+
+/* Calls DetectRuntime; returns 0 with the runtime and facts, or -1 with the error name. */
+static int detect_runtime(sd_bus *bus, const char *path, const uint8_t *id, size_t id_len, char *ret_runtime,
+                          size_t runtime_size, EpCPythonFacts *ret_facts, size_t *ret_facts_size, char *ret_error,
+                          size_t error_size) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        sd_bus_message *m = NULL, *reply = NULL;
+        int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+
+        CHECK(fd >= 0);
+        CHECK(sd_bus_message_new_method_call(bus, &m, EP_BUS_SYMBOLIZER, EP_PATH_SYMBOLIZER, EP_IFACE_SYMBOLIZER,
+                                             "DetectRuntime") >= 0);
+        CHECK(sd_bus_message_append(m, "h", fd) >= 0);
+        CHECK(sd_bus_message_append_array(m, 'y', id, id_len) >= 0);
+        r = sd_bus_call(bus, m, 30 * 1000000ULL, &error, &reply);
+        if (r < 0)
+                snprintf(ret_error, error_size, "%s", error.name ?: strerror(-r));
+        else {
+                const char *runtime;
+                const void *facts;
+                size_t size;
+
+                CHECK(sd_bus_message_read(reply, "s", &runtime) >= 0);
+                CHECK(sd_bus_message_read_array(reply, 'y', &facts, &size) >= 0);
+                snprintf(ret_runtime, runtime_size, "%s", runtime);
+                *ret_facts_size = size;
+                memcpy(ret_facts, facts, MIN(size, sizeof *ret_facts));
+        }
+        sd_bus_message_unref(m);
+        sd_bus_message_unref(reply);
+        close(fd);
+        return r < 0 ? -1 : 0;
+}
+
+static void check_detect_runtime(sd_bus *bus, const char *prog, const uint8_t id[EP_FILE_ID_SIZE]) {
+        static const char *const libpythons[] = {
+                "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0",
+                "/root/.pyenv/versions/3.12.1/lib/libpython3.12.so.1.0",
+        };
+        uint8_t wrong[EP_FILE_ID_SIZE] = { 0x42 };
+        char runtime[64], err[256];
+        EpCPythonFacts facts, checked;
+        size_t size = 0;
+
+        CHECK_INT(detect_runtime(bus, prog, id, EP_FILE_ID_SIZE, runtime, sizeof runtime, &facts, &size, err,
+                                 sizeof err),
+                  0);
+        CHECK_STR(runtime, "");
+        CHECK_INT(size, 0);
+        CHECK_INT(detect_runtime(bus, prog, wrong, sizeof wrong, runtime, sizeof runtime, &facts, &size, err,
+                                 sizeof err),
+                  -1);
+        CHECK_STR(err, "org.ebpfprofiler.Error.BadFile");
+        CHECK_INT(detect_runtime(bus, prog, id, 5, runtime, sizeof runtime, &facts, &size, err, sizeof err), -1);
+        CHECK_STR(err, "org.freedesktop.DBus.Error.InvalidArgs");
+
+        for (size_t i = 0; i < ELEMENTSOF(libpythons); i++) {
+                uint8_t pid[EP_FILE_ID_SIZE];
+                int fd = open(libpythons[i], O_RDONLY | O_CLOEXEC);
+
+                if (fd < 0)
+                        continue;
+                CHECK_INT(ep_file_id_from_fd(fd, pid, NULL), 0);
+                close(fd);
+                CHECK_INT(detect_runtime(bus, libpythons[i], pid, sizeof pid, runtime, sizeof runtime, &facts, &size,
+                                         err, sizeof err),
+                          0);
+                CHECK_STR(runtime, EP_RUNTIME_CPYTHON);
+                CHECK_INT(size, sizeof facts);
+                CHECK_INT(ep_cpython_facts_validate(&facts, size, &checked), 0);
+                CHECK_INT(checked.major, 3);
+                printf("DetectRuntime(%s): cpython %u.%u\n", libpythons[i], checked.major, checked.minor);
+        }
 }
 
 static int on_big_reply(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -245,6 +322,11 @@ int main(void) {
         }
         CHECK_INT(get_t(bus, "UnwindExtractErrors"), 2);
         CHECK_INT(get_t(bus, "UnwindTables"), 2);
+
+        /* Runtime detection touches no table counter. */
+        check_detect_runtime(bus, prog, id);
+        CHECK_INT(get_t(bus, "UnwindTables"), 2);
+        CHECK_INT(get_t(bus, "UnwindQueue"), 0);
 
         check_not_blocking(bus, "/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1");
 

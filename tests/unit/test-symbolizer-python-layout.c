@@ -27,7 +27,7 @@
 
 #include "python-detect.h"
 #include "python-layout.h"
-#include "test-loader-python-util.h"
+#include "test-python-util.h"
 
 /* ---- DWARF ---------------------------------------------------------------------------- */
 
@@ -929,7 +929,7 @@ int main(void) {
 
         n = py_discover(ins);
         if (n == 0) {
-                printf("test-loader-python-layout: no CPython on this machine, skipped\n");
+                printf("test-symbolizer-python-layout: no CPython on this machine, skipped\n");
                 return 77;
         }
 
@@ -958,5 +958,5 @@ int main(void) {
 
         printf("  %zu runtimes checked against DWARF, %zu by a live walk\n", n_dwarf, n_live);
         ASSERT_TRUE(n_dwarf + n_live > 0);
-        return tests_summary("test-loader-python-layout");
+        return tests_summary("test-symbolizer-python-layout");
 }

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 
 #include "python-detect.h"
-#include "test-loader-python-util.h"
+#include "test-python-util.h"
 
 static const char *tmpdir;
 
@@ -124,24 +124,6 @@ static void check_decode(void) {
         ASSERT_EQ(ep_py_decode_interp_head(two_loads, sizeof two_loads, 0x187ab0, &a), -EBADMSG);
         ASSERT_EQ(ep_py_decode_interp_head(rip, sizeof rip - 1, 0x174b90, &a), -EBADMSG);
         ASSERT_EQ(ep_py_decode_interp_head(NULL, 0, 0, &a), -EBADMSG);
-}
-
-static bool copy_file(const char *from, const char *to, off_t limit) {
-        char buf[65536];
-        off_t done = 0;
-        int in = open(from, O_RDONLY | O_CLOEXEC), out;
-        ssize_t k;
-
-        ASSERT_TRUE(in >= 0);
-        out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        ASSERT_TRUE(out >= 0);
-        while ((limit < 0 || done < limit) && (k = read(in, buf, limit < 0 ? (off_t) sizeof buf : MIN((off_t) sizeof buf, limit - done))) > 0) {
-                ASSERT_EQ(write(out, buf, (size_t) k), k);
-                done += k;
-        }
-        close(in);
-        close(out);
-        return true;
 }
 
 static void run_ok(const char *cmd) {
@@ -341,7 +323,7 @@ static void check_negative(void) {
                 static const off_t sizes[] = { 16, 64, 4096, 1 << 20 };
                 for (size_t i = 0; i < ELEMENTSOF(sizes); i++) {
                         snprintf(cmd, sizeof cmd, "%s/truncated", tmpdir);
-                        copy_file(g.gl_pathv[0], cmd, sizes[i]);
+                        py_copy_file(g.gl_pathv[0], cmd, sizes[i]);
                         ASSERT_TRUE(ep_py_detect_path(cmd, &rt) <= 0);
                         unlink(cmd);
                 }
@@ -362,7 +344,7 @@ int main(void) {
 
         n = py_discover(ins);
         if (n == 0) {
-                printf("test-loader-python-detect: no CPython on this machine, skipped\n");
+                printf("test-symbolizer-python-detect: no CPython on this machine, skipped\n");
                 return 77;
         }
         for (size_t i = 0; i < n; i++)
@@ -378,5 +360,5 @@ int main(void) {
                         printf("  no CPython 3.%u on this machine: not checked\n", minor);
         }
 
-        return tests_summary("test-loader-python-detect");
+        return tests_summary("test-symbolizer-python-detect");
 }

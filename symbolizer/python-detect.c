@@ -588,7 +588,8 @@ int ep_py_detect_layout(int fd, const EpPyRuntime *rt, EpPyLayout *ret) {
                 r = pread_full(fd, buf, sizeof(buf), rt->runtime_file_offset);
                 if (r < 0)
                         return r;
-                return ep_py_layout_from_debug_offsets(buf, sizeof(buf), ret);
+                r = ep_py_layout_from_debug_offsets(buf, sizeof(buf), ret);
+                return r < 0 ? r : 1;
         }
         return ep_py_layout_for_version(rt->major, rt->minor, ret);
 }

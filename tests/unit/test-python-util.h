@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Shared by test-loader-python-detect.c and test-loader-python-layout.c: finds the CPython
- * installations of this machine at test time, asks each interpreter its version, and reads
- * symbols with readelf (a tool independent of the code under test). */
+/* Shared by the CPython tests (test-symbolizer-python*.c, test-symbolizer-runtime-detect.c):
+ * finds the CPython installations of this machine at test time, asks each interpreter its
+ * version, and reads symbols with readelf (a tool independent of the code under test). */
 
 #include <ctype.h>
 #include <dirent.h>
@@ -49,6 +49,25 @@ static inline const char *py_tmpdir_make(const char *name) {
         ASSERT_TRUE(mkdtemp(py_tmpdir));
         ASSERT_EQ(atexit(py_tmpdir_remove), 0);
         return py_tmpdir;
+}
+
+/* Copies from to to, at most limit bytes (-1: all). */
+static inline void py_copy_file(const char *from, const char *to, off_t limit) {
+        char buf[65536];
+        off_t done = 0;
+        int in = open(from, O_RDONLY | O_CLOEXEC), out;
+        ssize_t k;
+
+        ASSERT_TRUE(in >= 0);
+        out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ASSERT_TRUE(out >= 0);
+        while ((limit < 0 || done < limit) &&
+               (k = read(in, buf, limit < 0 ? (off_t) sizeof buf : MIN((off_t) sizeof buf, limit - done))) > 0) {
+                ASSERT_EQ(write(out, buf, (size_t) k), k);
+                done += k;
+        }
+        close(in);
+        close(out);
 }
 
 typedef struct PyInstall {

@@ -64,7 +64,8 @@ int ep_py_detect_fd(int fd, const char *name, EpPyRuntime *ret);
 int ep_py_detect_path(const char *path, EpPyRuntime *ret);
 
 /* The layout to walk this runtime with: 3.13 from the _Py_DebugOffsets in the file's copy of
- * _PyRuntime (checked against the table), older versions from the table. */
+ * _PyRuntime (checked against the table: returns 1), older versions from the table (returns
+ * 0). */
 int ep_py_detect_layout(int fd, const EpPyRuntime *rt, EpPyLayout *ret);
 
 /* Helpers, exported for the tests. */
