@@ -32,7 +32,12 @@ enum {
         _EP_BPF_PY_MAX,
 };
 
-#define EP_BPF_PY_MAX_FRAMES 128  /* Python frames per sample */
+/* Python frames per sample: as many as the user frame slots hold (two slots each), so that the
+ * walk never drops Python frames that would fit (3.11+ runs a whole Python call chain in one
+ * eval-loop activation: 500 frames of a recursion take 1000 slots). A stack deeper than the
+ * slots is cut where the native walk is cut too, EP_STOP_MAX_DEPTH, and that is marked. Needs
+ * EP_BPF_MAX_USER_FRAMES (bpf/profiler.h includes this file after defining it). */
+#define EP_BPF_PY_MAX_FRAMES (EP_BPF_MAX_USER_FRAMES / 2)
 #define EP_BPF_PY_MAX_THREADS 64  /* thread states looked at per sample (all interpreters) */
 #define EP_BPF_PY_MAX_INTERPS 8   /* interpreters looked at */
 #define EP_BPF_PY_EVAL_RANGES 2   /* _PyEval_EvalFrameDefault and its .cold part */

@@ -147,10 +147,15 @@ void loader_untrack_process(EpProcess *p, void *userdata) {
         p->held_files = NULL;
         p->n_held = 0;
         /* An exit the BPF side saw already removed the entry, and the pid may belong to a new
-         * process by now (given its parent's mappings at fork): leave it alone then. */
-        if (p->synced_gen != 0 && !p->exit_boot_ns)
+         * process by now (given its parent's mappings at fork): leave it alone then. Unless we
+         * wrote the entry after that exit (the process read while it was exiting): nothing
+         * else removes it, and a new process given the pid would keep it (the fork hook does
+         * not overwrite an entry). */
+        bool ours = p->synced_gen != 0 && (!p->exit_boot_ns || p->synced_boot_ns >= p->exit_boot_ns);
+
+        if (ours)
                 (void) bpf_map_delete_elem(l->maps.proc_mappings, &pid);
-        loader_runtimes_untrack(l, p, p->synced_gen != 0 && !p->exit_boot_ns);
+        loader_runtimes_untrack(l, p, ours);
         p->synced_gen = 0;
 }
 

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cpython.h"
+#include "profiler.h" /* and bpf/cpython.h, after the sizes it uses */
 #include "python-layout.h"
 #include "runtime-facts.h"
 

@@ -2,6 +2,8 @@
 """Fixtures for the end-to-end tests: a build tree, a profiler started with `ebpf-profiler run`
 on a private bus, its store, and a loopback OTLP receiver."""
 import collections
+import contextlib
+import fcntl
 import json
 import os
 import select
@@ -27,6 +29,20 @@ FLUSH_TIMEOUT = 120
 sys.path.insert(0, str(Path(__file__).parent))
 
 from waiting import wait_until  # noqa: E402  (the one way tests wait: see waiting.py)
+
+
+@contextlib.contextmanager
+def machine_load(exclusive=False):
+    """Keeps apart, within one test run, a test that judges what a system-wide profiler records
+    of the whole machine (exclusive: test_store's size bounds) and tests that load the machine
+    with dozens of busy interpreters and 1,500-frame stacks (shared among themselves): the
+    other pytest worker's profiler records those too. A blocking file lock named by the run
+    (pytest-xdist's run id, shared by its workers), so two runs never wait for each other."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
+    path = Path(tempfile.gettempdir()) / f"ep-e2e-machine-{run}.lock"
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)  # released when f closes
+        yield
 
 
 def need_root():
