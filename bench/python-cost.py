@@ -15,7 +15,11 @@ the window, ns per sample = (T - (N - n) * c_bg) / n. The kernel's own accountin
 up to 3.10 every Python call is also a few native frames (the eval loop and its callers),
 unwound from their tables, so the slope there is per Python frame *and* its native frames.
 The "py frames" columns are from the store (CPython frames per sample of the workload) and
-from Loader1.PythonCounters (frames / samples over the window, every CPython process).
+from Loader1.PythonCounters (frames / samples over the window, every CPython process); "chain
+complete" is the share of the workload's samples whose Python chain is whole: D frames of f and
+<module> (the walk never gave up on a frame). The same run measures the native unwinder the same
+way on tests/workloads/recurse (no frame pointers, every frame from its table) at the same
+depths, for the ns per native frame beside the ns per Python frame.
 
     sudo /usr/bin/python3 bench/python-cost.py [--seconds 6] [--frequency 99] [--depths 5,50,100]
                                                [--python PATH ...] [--copies N]
@@ -31,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
-from conftest import Profiler  # noqa: E402
+from conftest import WORKLOADS, Profiler  # noqa: E402
 
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 CPYTHON, NATIVE = 5, 1
@@ -96,16 +100,17 @@ def window(profiler, prog, argvs, seconds):
     return t1 - t0, c1 - c0, [p.pid for p in procs]
 
 
-def measure(profiler, prog, python, script, depths, seconds, copies):
-    # Warm-up: the loader examines the runtime when a process maps it first.
-    subprocess.run([python, str(script), "3", "0.5"], check=True)
+def measure(profiler, prog, argv, depths, seconds, copies):
+    """argv(depth, seconds): the workload's command line. One row per depth."""
+    # Warm-up: the loader examines the runtime (and loads the tables) when a process maps it first.
+    subprocess.run(argv(3, 0.5), check=True)
     time.sleep(1)
     bt, bn, _ = window(profiler, prog, [], seconds)
     c_bg = bt / bn if bn else 0.0
     rows = []
     for d in depths:
         k0 = py_counters(profiler)
-        t, n, pids = window(profiler, prog, [[python, str(script), str(d), str(seconds)]] * copies, seconds)
+        t, n, pids = window(profiler, prog, [argv(d, seconds)] * copies, seconds)
         time.sleep(2.5)  # PythonCounters are emitted every 2 s
         k1 = py_counters(profiler)
         profiler.flush()
@@ -118,6 +123,7 @@ def measure(profiler, prog, python, script, depths, seconds, copies):
         rows.append(dict(depth=d, samples=n, mine=mine, share=mine / n if n else 0, raw=t / n if n else 0,
                          ns=ns, py=statistics.median(f[0] for f in frames) if frames else 0,
                          native=statistics.median(f[1] for f in frames) if frames else 0,
+                         complete=sum(f[0] == d + 1 for f in frames) / mine if mine else float("nan"),
                          counters=kf / ks if ks else float("nan"),
                          truncated=k1.get("truncated", 0) - k0.get("truncated", 0)))
     return c_bg, bn, rows
@@ -168,27 +174,36 @@ def main():
         new = sorted(set(on_sample_ids()) - before)
         if len(new) != 1:
             sys.exit(f"python-cost.py: cannot tell the profiler's on_sample program (new: {new})")
+        native = measure(profiler, new[0], lambda d, sec: [str(WORKLOADS / "recurse"), str(sec), str(d)],
+                         depths, args.seconds, args.copies)
         for py in pythons:
-            results.append((py, *measure(profiler, new[0], py, script, depths, args.seconds, args.copies)))
+            results.append((py, *measure(profiler, new[0], lambda d, sec, py=py: [py, str(script), str(d), str(sec)],
+                                         depths, args.seconds, args.copies)))
     finally:
         profiler.stop()
         STATS.write_text(old)
         script.unlink()
         tmp.rmdir()
 
-    print("| python | D | samples (workload share) | py frames/sample (store / counters) "
+    print("| python | D | samples (workload share) | py frames/sample (store / counters) | chain complete "
           "| native frames/sample | ns per sample (raw) | ns per sample |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for py, c_bg, bn, rows in results:
         name = "python" + Path(py).name.removeprefix("python")
         for r in rows:
             print(f"| {name} | {r['depth']} | {r['samples']} ({100 * r['share']:.0f} %) "
-                  f"| {r['py']:.0f} / {r['counters']:.1f} | {r['native']:.0f} | {r['raw']:,.0f} "
+                  f"| {r['py']:.0f} / {r['counters']:.1f} | {100 * r['complete']:.1f} % | {r['native']:.0f} "
+                  f"| {r['raw']:,.0f} "
                   f"| {r['ns']:,.0f}{' *' if r['share'] < 0.9 else ''} |")
     if any(r["share"] < 0.9 for _, _, _, rows in results for r in rows):
         print("\n* under 90 % of the samples were the workload's: the machine was busy, the background "
               "correction (its cost measured without the workload) is approximate")
     print()
+    c_bg, bn, rows = native
+    nat_ns = slope([r["native"] for r in rows], [r["ns"] for r in rows])
+    points = ", ".join(f"D={r['depth']} {r['ns']:,.0f} ns ({r['native']:.0f} frames)" for r in rows)
+    print(f"native (recurse, every frame from its table): {nat_ns:.1f} ns per native frame ({points}); "
+          f"background {c_bg:,.0f} ns per sample")
     for py, c_bg, bn, rows in results:
         name = "python" + Path(py).name.removeprefix("python")
         s = slope([r["py"] for r in rows], [r["ns"] for r in rows])

@@ -770,3 +770,41 @@ def test_unknown_python_version(profiler, scripts, tmp_path):
         assert good >= SHARE * total, (
             f"{lib}: {good}/{total} complete native stacks through its eval loop; "
             f"{collections.Counter(tuple(show(f, 12)) for f, _, _ in stacks.values()).most_common(2)}")
+
+
+def test_a_process_that_execs_into_python(profiler, scripts, tmp_path):
+    """A process sampled while it runs native code (a shell polling for a file) exec()s into
+    Python: the same pid's samples before the exec have no Python frame, and after it the
+    generator's whole chain (the BPF side dropped the process's state at exec, the loader read
+    its new mappings and asked about the interpreter)."""
+    if not PYTHONS:
+        pytest.skip("no CPython 3.6-3.13 on this machine")
+    name = "debian-3.11" if "debian-3.11" in PYTHONS else sorted(PYTHONS)[-1]
+    go = tmp_path / "go"
+    sh = subprocess.Popen(["/bin/sh", "-c", 'while [ ! -e "$0" ]; do :; done; exec "$1" "$2"', str(go),
+                           PYTHONS[name], str(scripts / "shape_generator.py")],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=scripts)
+    try:
+        wait_until(lambda: profiler.sampled(sh.pid, STEADY_SAMPLES), f"{STEADY_SAMPLES} samples of the shell",
+                   300, interval=0.5, diagnosis=lambda: profiler.diagnosis([sh.pid]))
+        before = profiler.stack_counts(sh.pid)
+        native = store_stacks(profiler, sh.pid)
+        go.touch()
+        want = json.loads(read_lines(sh, 1)[0])["chain"]
+        leaf_lines = body_lines(WORKLOADS["generator"], want[0][0].split(".")[-1])
+        assert all(k != CPYTHON for frames, _, _ in native.values() for k, *_ in frames), \
+            [show(f) for f, _, _ in native.values()][:3]
+
+        def chained():
+            flushed = profiler.sampled(sh.pid, 0)
+            if not flushed[0]:
+                return flushed
+            good = sum(c for frames, c, _ in store_stacks(profiler, sh.pid, since=before).values()
+                       if (chain := py_chain(frames)) and chain_matches(chain, want, leaf_lines)
+                       and roots_ok(frames, chain))
+            return good >= STEADY_SAMPLES, f"{good} samples with the chain {want} after the exec"
+        wait_until(chained, f"{STEADY_SAMPLES} samples of {name} with its chain after the exec", 300,
+                   interval=0.5, diagnosis=lambda: profiler.diagnosis([sh.pid]))
+    finally:
+        sh.kill()
+        sh.wait()
