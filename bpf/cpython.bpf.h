@@ -18,7 +18,7 @@
  *   cpython_process_gone(pid)           exec/exit: forget pid;
  *   cpython_process_forked(parent, pid) fork: the child runs the same interpreter.
  *
- * docs/ARCHITECTURE.md, "Interpreter runtimes: the seams" and "CPython". */
+ * docs/ARCHITECTURE.md, "Interpreter runtimes: the seams, and how to add a runtime" and "CPython". */
 
 _Static_assert(EP_BPF_CNT_PY_BASE + _EP_BPF_PY_MAX <= EP_BPF_CNT_MAX, "counters map too small");
 

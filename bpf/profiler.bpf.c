@@ -479,7 +479,7 @@ static __always_inline void walk_start(struct unwind_state *st, struct ep_bpf_sa
                 /* Stopped short of the root: the interpreter frames still to come are sent        \
                  * anyway, for the loader to place (or to show where the native frames end). */    \
                 if ((RT) != RUNTIME_NONE && st.stop != EP_STOP_OK && st.stop != EP_STOP_MAX_DEPTH)  \
-                        bpf_loop(EP_BPF_PY_MAX_FRAMES * 2, unplaced_frame_##NAME, &st, 0);          \
+                        bpf_loop(EP_BPF_MAX_USER_FRAMES, unplaced_frame_##NAME, &st, 0);            \
                 rec->n_user = st.n - n;                                                             \
                 return st.stop;                                                                     \
         }

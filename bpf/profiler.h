@@ -184,6 +184,6 @@ enum {
 };
 
 /* ---- interpreter runtimes: one header of types shared with the loader each (the seams:
- * docs/ARCHITECTURE.md, "Interpreter runtimes: the seams") ---- */
+ * docs/ARCHITECTURE.md, "Interpreter runtimes: the seams, and how to add a runtime") ---- */
 
 #include "cpython.h"
