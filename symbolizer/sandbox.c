@@ -107,9 +107,12 @@ int ep_sandbox_run(const char *name, EpSandboxFn fn, void *userdata, const EpSan
         r = wait_child(pid, timeout, &status, &used_cpu);
         if (r < 0)
                 return r;
-        /* SIGXCPU, or SIGKILL at the hard limit: told from the OOM killer by the time used
-         * (with some slack: the limit is checked at scheduler ticks). */
-        if (WIFSIGNALED(status) && used_cpu >= cpu_sec * USEC_PER_SEC * 9 / 10)
+        /* SIGXCPU is only the soft CPU limit's. SIGKILL at the hard limit is told from the OOM
+         * killer by the time used (with some slack: the limit is checked at scheduler ticks, and
+         * the kernel's count and the child's rusage are not the same clock on a busy machine,
+         * so the signal is what decides for SIGXCPU). */
+        if (WIFSIGNALED(status) &&
+            (WTERMSIG(status) == SIGXCPU || used_cpu >= cpu_sec * USEC_PER_SEC * 9 / 10))
                 return -ETIME;
         if (WIFSIGNALED(status) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
                 return -E2BIG; /* out of memory (abort, SIGSEGV on a failed allocation) or crashed */
