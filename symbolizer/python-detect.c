@@ -4,6 +4,7 @@
 #include <gelf.h>
 #include <inttypes.h>
 #include <libelf.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -25,7 +26,7 @@ typedef struct FoundSym {
 } FoundSym;
 
 typedef struct Symbols {
-        FoundSym eval, runtime, py_version, tstate_current, interp_head, interp_head_func;
+        FoundSym eval, runtime, py_version, tstate_current, interp_head, interp_head_func, types[_EP_PY_MEMBERS_MAX];
         EpPyAddrRange cold[EP_PY_MAX_EVAL_RANGES - 1];
         unsigned n_cold;
         bool cold_overflow;
@@ -92,6 +93,10 @@ static void symbols_add(Symbols *syms, const char *name, const GElf_Sym *s) {
                         found_sym_set(&syms->py_version, s);
                 else if (streq(name, "_PyThreadState_Current"))
                         found_sym_set(&syms->tstate_current, s);
+                else if (streq(name, "PyCode_Type"))
+                        found_sym_set(&syms->types[EP_PY_MEMBERS_CODE], s);
+                else if (streq(name, "PyFrame_Type"))
+                        found_sym_set(&syms->types[EP_PY_MEMBERS_FRAME], s);
                 else if (streq(name, "interp_head") && GELF_ST_BIND(s->st_info) == STB_LOCAL)
                         found_sym_set(&syms->interp_head, s);
         }
@@ -493,6 +498,42 @@ static int detect_version(int fd, Elf *elf, const char *name, const Symbols *sym
         return 0;
 }
 
+/* PyTypeObject.tp_members on x86-64 (the field order is part of the stable type object since
+ * 3.0; 3.8 renamed tp_print to tp_vectorcall_offset in place), and PyMemberDef's fields. */
+#define TYPE_TP_MEMBERS 240
+#define MEMBER_SIZE 40
+#define MEMBER_NAME 0
+#define MEMBER_OFFSET 16
+
+/* A type's member table, as the file holds it: the linker writes the addresses of a
+ * position-independent file's static pointers in place as well as in their relocations, so
+ * they read as ELF addresses. Anything that does not read as a table leaves none (nothing to
+ * check with, not an error). */
+static unsigned read_members(int fd, Elf *elf, const FoundSym *type, EpPyMember ret[static EP_PY_MAX_MEMBERS]) {
+        uint8_t ptr[8], entry[MEMBER_SIZE];
+        uint64_t table;
+
+        if (!found_sym_ok(type) || type->size < TYPE_TP_MEMBERS + 8 ||
+            read_vaddr(fd, elf, type->value + TYPE_TP_MEMBERS, ptr, sizeof ptr) < 0)
+                return 0;
+        table = le_uint(ptr, 8);
+        for (unsigned i = 0; table != 0 && i < EP_PY_MAX_MEMBERS; i++) {
+                EpPyMember *m = &ret[i];
+                uint64_t name;
+
+                if (read_vaddr(fd, elf, table + (uint64_t) i * MEMBER_SIZE, entry, sizeof entry) < 0)
+                        break;
+                name = le_uint(entry + MEMBER_NAME, 8);
+                if (name == 0)
+                        return i; /* the terminating entry: a whole table */
+                if (read_vaddr(fd, elf, name, m->name, sizeof m->name) < 0 || !memchr(m->name, '\0', sizeof m->name))
+                        break;
+                m->offset = le_uint(entry + MEMBER_OFFSET, 8);
+        }
+        log_debug("A type's member table cannot be read from the file: not checked.");
+        return 0;
+}
+
 int ep_py_detect_fd(int fd, const char *name, EpPyRuntime *ret) {
         _cleanup_(elf_endp) Elf *elf = NULL;
         Symbols syms = {};
@@ -562,6 +603,8 @@ int ep_py_detect_fd(int fd, const char *name, EpPyRuntime *ret) {
                                                          NULL);
         }
 
+        for (unsigned t = 0; t < _EP_PY_MEMBERS_MAX; t++)
+                rt.n_members[t] = read_members(fd, elf, &syms.types[t], rt.members[t]);
         *ret = rt;
         return 1;
 }
@@ -575,12 +618,64 @@ int ep_py_detect_path(const char *path, EpPyRuntime *ret) {
         return ep_py_detect_fd(fd, path, ret);
 }
 
-int ep_py_detect_layout(int fd, const EpPyRuntime *rt, EpPyLayout *ret) {
+typedef struct MemberField {
+        const char *name;
+        size_t layout_offset;
+} MemberField;
+
+/* The members whose offsets the layout has (≤3.9 keep the line table in co_lnotab). */
+static const MemberField code_fields[] = {
+        { "co_argcount", offsetof(EpPyLayout, co_argcount) },
+        { "co_kwonlyargcount", offsetof(EpPyLayout, co_kwonlyargcount) },
+        { "co_flags", offsetof(EpPyLayout, co_flags) },
+        { "co_firstlineno", offsetof(EpPyLayout, co_firstlineno) },
+        { "co_filename", offsetof(EpPyLayout, co_filename) },
+        { "co_name", offsetof(EpPyLayout, co_name) },
+        { "co_qualname", offsetof(EpPyLayout, co_qualname) },
+        { "co_linetable", offsetof(EpPyLayout, co_linetable) },
+        { "co_lnotab", offsetof(EpPyLayout, co_linetable) },
+        { "co_code", offsetof(EpPyLayout, co_code) },
+        {}
+};
+
+/* Up to 3.10 the walk reads frame objects; from 3.11 on the layout's frame fields are those of
+ * the interpreter's own frames, which no member table describes. */
+static const MemberField frame_fields[] = {
+        { "f_back", offsetof(EpPyLayout, frame_back) },
+        { "f_code", offsetof(EpPyLayout, frame_code) },
+        { "f_lasti", offsetof(EpPyLayout, frame_lasti) },
+        {}
+};
+
+int ep_py_members_check(EpPyMemberTable table, const EpPyMember *members, size_t n, const EpPyLayout *layout,
+                        const char **ret_what) {
+        const MemberField *fields = table == EP_PY_MEMBERS_CODE ? code_fields : frame_fields;
+        int checked = 0;
+
+        if (table == EP_PY_MEMBERS_FRAME && layout->frame_kind != EP_PY_FRAMES_OBJECT)
+                return 0;
+        for (size_t i = 0; i < n; i++)
+                for (const MemberField *f = fields; f->name; f++) {
+                        uint32_t want;
+
+                        if (!streq(members[i].name, f->name))
+                                continue;
+                        memcpy(&want, (const uint8_t *) layout + f->layout_offset, sizeof want);
+                        if (want == EP_PY_NO_OFFSET)
+                                continue; /* a field the walk or the symbolizer does not read */
+                        if (members[i].offset != want) {
+                                if (ret_what)
+                                        *ret_what = f->name;
+                                return -EBADMSG;
+                        }
+                        checked++;
+                }
+        return checked;
+}
+
+static int layout_of(int fd, const EpPyRuntime *rt, EpPyLayout *ret) {
         uint8_t buf[EP_PY_DEBUG_OFFSETS_313_SIZE];
         int r;
-
-        if (!rt)
-                return -EINVAL;
 
         /* From 3.13 on the runtime describes itself; its initial value is in the file. */
         if (rt->major == 3 && rt->minor >= 13 && rt->runtime_file_offset != UINT64_MAX &&
@@ -592,4 +687,26 @@ int ep_py_detect_layout(int fd, const EpPyRuntime *rt, EpPyLayout *ret) {
                 return r < 0 ? r : 1;
         }
         return ep_py_layout_for_version(rt->major, rt->minor, ret);
+}
+
+int ep_py_detect_layout(int fd, const EpPyRuntime *rt, EpPyLayout *ret) {
+        const char *what = NULL;
+        EpPyLayout layout;
+        int r, k;
+
+        if (!rt)
+                return -EINVAL;
+        r = layout_of(fd, rt, &layout);
+        if (r < 0)
+                return r;
+        /* The runtime's own word on its objects wins over our table: a build whose layout
+         * differs is refused rather than read wrongly. */
+        for (unsigned t = 0; t < _EP_PY_MEMBERS_MAX; t++) {
+                k = ep_py_members_check(t, rt->members[t], rt->n_members[t], &layout, &what);
+                if (k < 0)
+                        return log_debug_errno(k, "CPython %u.%u: the member %s is not where the layout table says",
+                                               rt->major, rt->minor, what);
+        }
+        *ret = layout;
+        return r;
 }

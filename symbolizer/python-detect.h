@@ -14,6 +14,20 @@
 
 #define EP_PY_MICRO_UNKNOWN UINT32_MAX
 #define EP_PY_MAX_EVAL_RANGES 4u
+#define EP_PY_MAX_MEMBERS 32u
+#define EP_PY_MEMBER_NAME_MAX 24u
+
+typedef enum EpPyMemberTable {
+        EP_PY_MEMBERS_CODE,  /* PyCode_Type */
+        EP_PY_MEMBERS_FRAME, /* PyFrame_Type: f_back, f_code up to 3.10, f_lasti up to 3.9 */
+        _EP_PY_MEMBERS_MAX,
+} EpPyMemberTable;
+
+/* One PyMemberDef: a field's name and offset in the object, as the runtime declares it. */
+typedef struct EpPyMember {
+        char name[EP_PY_MEMBER_NAME_MAX];
+        uint64_t offset;
+} EpPyMember;
 
 /* Where major.minor came from. */
 typedef enum EpPyVersionSource {
@@ -52,6 +66,12 @@ typedef struct EpPyRuntime {
         /* _PyEval_EvalFrameDefault, then its separately named cold part(s) (.symtab only). */
         EpPyAddrRange eval[EP_PY_MAX_EVAL_RANGES];
         unsigned n_eval;
+
+        /* The code and frame types' own member tables (tp_members: the PyMemberDef arrays that
+         * name some of their fields' offsets for Python code), as far as the file holds them; 0
+         * entries when it does not (no exported type, a pointer left to a relocation). */
+        EpPyMember members[_EP_PY_MEMBERS_MAX][EP_PY_MAX_MEMBERS];
+        unsigned n_members[_EP_PY_MEMBERS_MAX];
 } EpPyRuntime;
 
 /* Examines the ELF file open at fd. name is the file's path or name as the process maps it
@@ -67,6 +87,12 @@ int ep_py_detect_path(const char *path, EpPyRuntime *ret);
  * _PyRuntime (checked against the table: returns 1), older versions from the table (returns
  * 0). */
 int ep_py_detect_layout(int fd, const EpPyRuntime *rt, EpPyLayout *ret);
+
+/* Checks the layout's offsets against a type's member table of the runtime: the number of
+ * offsets checked (0: nothing to check with), or -EBADMSG when one differs (*ret_what names it,
+ * may be NULL). ep_py_detect_layout() calls it for each table. */
+int ep_py_members_check(EpPyMemberTable table, const EpPyMember *members, size_t n, const EpPyLayout *layout,
+                        const char **ret_what);
 
 /* Helpers, exported for the tests. */
 

@@ -236,7 +236,34 @@ static void check_runtime(const PyInstall *in, const char *path, const char *nam
         ASSERT_OK(ep_py_detect_layout(fd, &rt, &layout));
         ASSERT_OK(ep_py_layout_for_version(rt.major, rt.minor, &table));
         ASSERT_TRUE(memcmp(&layout, &table, sizeof layout) == 0);
+        /* ... and by the code type's member table, stripped or not: name, file name, first
+         * line, line table at least. */
+        ASSERT_TRUE(rt.n_members[EP_PY_MEMBERS_CODE] >= 8);
+        ASSERT_TRUE(ep_py_members_check(EP_PY_MEMBERS_CODE, rt.members[EP_PY_MEMBERS_CODE],
+                                        rt.n_members[EP_PY_MEMBERS_CODE], &layout, NULL) >= 5);
+        /* ... and up to 3.10 the frame object's f_back, f_code and (a member up to 3.9, a getter
+         * in 3.10) f_lasti by the frame type's. */
+        ASSERT_EQ(ep_py_members_check(EP_PY_MEMBERS_FRAME, rt.members[EP_PY_MEMBERS_FRAME],
+                                      rt.n_members[EP_PY_MEMBERS_FRAME], &layout, NULL),
+                  in->minor <= 9 ? 3 : in->minor == 10 ? 2 : 0);
         close(fd);
+}
+
+/* The member check alone: a table that disagrees with the layout is refused, and names it. */
+static void check_members(void) {
+        EpPyMember m[] = { { "co_argcount", 0 }, { "co_name", 0 }, { "co_unknown_field", 999 } };
+        const char *what = NULL;
+        EpPyLayout y;
+
+        ASSERT_OK(ep_py_layout_for_version(3, 12, &y));
+        m[0].offset = y.co_argcount;
+        m[1].offset = y.co_name;
+        ASSERT_EQ(ep_py_members_check(EP_PY_MEMBERS_CODE, m, ELEMENTSOF(m), &y, &what), 2); /* unknown names are not judged */
+        ASSERT_EQ(ep_py_members_check(EP_PY_MEMBERS_CODE, m, 0, &y, &what), 0);
+        ASSERT_EQ(ep_py_members_check(EP_PY_MEMBERS_FRAME, m, ELEMENTSOF(m), &y, &what), 0); /* 3.12: no frame objects walked */
+        m[1].offset = y.co_name + 8;
+        ASSERT_EQ(ep_py_members_check(EP_PY_MEMBERS_CODE, m, ELEMENTSOF(m), &y, &what), -EBADMSG);
+        ASSERT_TRUE(what && streq(what, "co_name"));
 }
 
 static void check_install(const PyInstall *in) {
@@ -338,6 +365,7 @@ int main(void) {
         check_names();
         check_strings();
         check_decode();
+        check_members();
 
         tmpdir = py_tmpdir_make("test-py-detect");
         check_negative();
