@@ -31,6 +31,7 @@
 #include "log.h"
 #include "resolve-cpython.h"
 #include "resolver-internal.h"
+#include "runtime-facts.h"
 #include "utf8.h"
 
 #define TP_NAME_OFFSET 24u /* PyTypeObject.tp_name, after its PyVarObject header (3.6–3.13) */
@@ -425,7 +426,7 @@ static int open_process(EpResolver *r, ResolverPython *py, PyProcess *p, const P
                 return fd == -ENXIO ? -ENXIO : 0;
         }
         py->stats.processes_opened++;
-        if (!streq(runtime, "cpython")) {
+        if (!streq(runtime, EP_RUNTIME_CPYTHON)) {
                 close(fd);
                 p->state = PROC_MISSING;
                 py->stats.not_python++;

@@ -182,19 +182,8 @@ const char *ep_runtime_detect_error_name(const EpRuntimeDetection *d) {
                 return NULL;
         if (d->unusable)
                 return EP_ERROR_UNUSABLE_RUNTIME;
-        switch (d->error) {
-        case -ENOEXEC:
-        case -EBADMSG:
-        case -E2BIG:
-        case -EFBIG:
-        case -EIO:
-        case -ESTALE:
-        case -EBADFD:
-        case -ETIME:
-                return EP_ERROR_BAD_FILE;
-        default:
-                return NULL; /* transient: out of memory, out of wall-clock time, ... */
-        }
+        /* NULL: transient (out of memory, out of wall-clock time, ...) */
+        return ep_sandbox_error_is_file(d->error) ? EP_ERROR_BAD_FILE : NULL;
 }
 
 int ep_runtime_detect_reply(sd_bus_message *call, const uint8_t file_id[EP_FILE_ID_SIZE], const EpRuntimeDetection *d) {

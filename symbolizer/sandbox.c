@@ -118,3 +118,19 @@ int ep_sandbox_run(const char *name, EpSandboxFn fn, void *userdata, const EpSan
                 return -E2BIG; /* out of memory (abort, SIGSEGV on a failed allocation) or crashed */
         return TAKE_FD(out);
 }
+
+bool ep_sandbox_error_is_file(int error) {
+        switch (error) {
+        case -ENOEXEC:
+        case -EBADMSG:
+        case -E2BIG:
+        case -EFBIG:
+        case -EIO:
+        case -ESTALE:
+        case -EBADFD:
+        case -ETIME:
+                return true;
+        default:
+                return false;
+        }
+}

@@ -11,6 +11,7 @@
  * good files there, again at every retry. A far longer wall-clock limit only catches a child
  * stuck in I/O. Used by unwind-sandbox.c (tables) and runtime-detect.c (DetectRuntime). */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,12 @@ typedef int (*EpSandboxFn)(void *userdata, int out);
  * (the file is the problem), -ETIMEDOUT when it ran out of wall-clock time (the machine may
  * be), another negative errno when it could not be started. name names the memfd. */
 int ep_sandbox_run(const char *name, EpSandboxFn fn, void *userdata, const EpSandboxLimits *limits);
+
+/* Whether an error of examining a file in the sandbox (or of reading it) is the file's own: not
+ * ELF or malformed, too big, crashed or used up the examination's limits, not the file the ID
+ * names. Asked again, it would fail again (and as slowly): answered BadFile. The rest (out of
+ * memory, out of wall-clock time, ...) are transient. */
+bool ep_sandbox_error_is_file(int error);
 
 /* write() of all n bytes, for fn. */
 int ep_sandbox_write(int out, const void *p, size_t n);

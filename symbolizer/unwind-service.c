@@ -15,6 +15,7 @@
 #include "file-id.h"
 #include "log.h"
 #include "runtime-detect.h"
+#include "sandbox.h"
 #include "unwind-service.h"
 #include "wire.h"
 
@@ -268,22 +269,11 @@ static void complete(EpUnwindService *s, Job *j) {
                 return;
         }
 
-        switch (j->error) {
-        case -EPROTONOSUPPORT:
-        case -ENODATA:
+        if (j->error == -EPROTONOSUPPORT || j->error == -ENODATA)
                 name = EP_ERROR_NO_UNWIND_INFO;
-                break;
-        case -ENOEXEC:
-        case -EBADMSG:
-        case -E2BIG:
-        case -EFBIG:
-        case -EIO:
-        case -ESTALE:
-        case -EBADFD:
-        case -ETIME: /* asked again, it would take as long, holding up every table queued behind it */
+        else if (ep_sandbox_error_is_file(j->error))
+                /* -ETIME too: asked again, it would take as long, holding up every table queued behind it */
                 name = EP_ERROR_BAD_FILE;
-                break;
-        }
 
         char hex[2 * EP_FILE_ID_SIZE + 1];
         for (size_t i = 0; i < EP_FILE_ID_SIZE; i++)

@@ -248,7 +248,7 @@ static uint64_t cpython_frame_addr(uint64_t code, int64_t offset) {
 }
 
 const LoaderRuntime loader_runtime_cpython = {
-        .name = "cpython",
+        .name = EP_RUNTIME_CPYTHON,
         .counters_property = "PythonCounters",
         .frame_kind = EP_FRAME_CPYTHON,
         .track = cpython_track,

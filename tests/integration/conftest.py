@@ -4,8 +4,10 @@ on a private bus, its store, and a loopback OTLP receiver."""
 import collections
 import contextlib
 import fcntl
+import glob
 import json
 import os
+import re
 import select
 import signal
 import sqlite3
@@ -43,6 +45,19 @@ def machine_load(exclusive=False):
     with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)  # released when f closes
         yield
+
+
+def cpython_interpreters():
+    """{name: path} of every CPython 3.6+ on the machine: the pyenv builds ("pyenv-3.X") and
+    Debian's stripped python3.11 ("debian-3.11")."""
+    found = {}
+    for path in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3.*"))):
+        m = re.search(r"/versions/(3\.(\d+))\.\d+/bin/python3\.\d+$", path)
+        if m and int(m.group(2)) >= 6 and os.access(path, os.X_OK):
+            found.setdefault(f"pyenv-{m.group(1)}", path)
+    if os.access("/usr/bin/python3.11", os.X_OK):
+        found["debian-3.11"] = "/usr/bin/python3.11"
+    return found
 
 
 def need_root():

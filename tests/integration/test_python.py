@@ -6,7 +6,6 @@ interleaved with the native frames, per thread, for processes started before and
 profiler."""
 
 import collections
-import glob
 import os
 import re
 import shutil
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, decode_otlp, frame_ids, read_lines, running_profiler, stacks_query
+from conftest import cli, cpython_interpreters, decode_otlp, frame_ids, read_lines, running_profiler, stacks_query
 from waiting import wait_until
 
 ABORT = 4
@@ -27,18 +26,7 @@ STEADY_SAMPLES = 30
 STEADY_THREAD_SAMPLES = 15
 
 
-def interpreters():
-    found = {}
-    for path in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3.*"))):
-        m = re.search(r"/versions/(3\.\d+)\.\d+/bin/python3\.\d+$", path)
-        if m and os.access(path, os.X_OK):
-            found.setdefault(f"pyenv-{m.group(1)}", path)
-    if os.access("/usr/bin/python3.11", os.X_OK):
-        found["debian-3.11"] = "/usr/bin/python3.11"
-    return found
-
-
-PYTHONS = interpreters()
+PYTHONS = cpython_interpreters()
 
 CHAIN = '''\
 import sys

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import frame_ids, read_lines, running_profiler, stacks_query
+from conftest import cpython_interpreters, frame_ids, read_lines, running_profiler, stacks_query
 from waiting import wait_until
 
 CPYTHON = 5
@@ -52,13 +52,7 @@ main(float(sys.argv[1]))
 
 
 def interpreters():
-    out = []
-    for p in sorted(Path.home().glob(".pyenv/versions/3.*/bin/python3.*")):
-        if p.name.count(".") == 1 and not p.name.endswith("-config") and not p.name.endswith("m"):
-            out.append(p)
-    if Path("/usr/bin/python3.11").exists():
-        out.append(Path("/usr/bin/python3.11"))
-    return [p for p in out if 6 <= int(p.name.split(".")[1]) <= 13]
+    return [Path(p) for p in cpython_interpreters().values()]
 
 
 @pytest.fixture(scope="module")

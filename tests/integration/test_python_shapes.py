@@ -20,7 +20,6 @@ sit where C called: between a callback and its caller, and below <module> down t
 Only samples taken once every table the processes map is loaded count for the shares."""
 
 import collections
-import glob
 import json
 import os
 import re
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, frame_ids, machine_load, read_lines, running_profiler, stacks_query
+from conftest import cli, cpython_interpreters, frame_ids, machine_load, read_lines, running_profiler, stacks_query
 from waiting import wait_until
 
 NATIVE, KERNEL, ABORT, CPYTHON = 1, 2, 4, 5
@@ -44,18 +43,7 @@ SHARE = 0.9          # of a workload's samples that must have exactly the expect
 DEPTH = 500          # frames of the recursive function
 
 
-def interpreters():
-    found = {}
-    for path in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3.*"))):
-        m = re.search(r"/versions/(3\.\d+)\.\d+/bin/python3\.\d+$", path)
-        if m and os.access(path, os.X_OK):
-            found.setdefault(f"pyenv-{m.group(1)}", path)
-    if os.access("/usr/bin/python3.11", os.X_OK):
-        found["debian-3.11"] = "/usr/bin/python3.11"
-    return found
-
-
-PYTHONS = interpreters()
+PYTHONS = cpython_interpreters()
 
 
 def minor(name):

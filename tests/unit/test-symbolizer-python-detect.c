@@ -239,8 +239,10 @@ static void check_runtime(const PyInstall *in, const char *path, const char *nam
         /* ... and by the code type's member table, stripped or not: name, file name, first
          * line, line table at least. */
         ASSERT_TRUE(rt.n_members[EP_PY_MEMBERS_CODE] >= 8);
-        ASSERT_TRUE(ep_py_members_check(EP_PY_MEMBERS_CODE, rt.members[EP_PY_MEMBERS_CODE],
-                                        rt.n_members[EP_PY_MEMBERS_CODE], &layout, NULL) >= 5);
+        /* co_argcount, co_kwonlyargcount, co_flags, co_firstlineno, co_filename, co_name and
+         * co_lnotab, co_code (≤3.9) / co_linetable, co_code (3.10) / co_linetable, co_qualname */
+        ASSERT_EQ(ep_py_members_check(EP_PY_MEMBERS_CODE, rt.members[EP_PY_MEMBERS_CODE],
+                                      rt.n_members[EP_PY_MEMBERS_CODE], &layout, NULL), 8);
         /* ... and up to 3.10 the frame object's f_back, f_code and (a member up to 3.9, a getter
          * in 3.10) f_lasti by the frame type's. */
         ASSERT_EQ(ep_py_members_check(EP_PY_MEMBERS_FRAME, rt.members[EP_PY_MEMBERS_FRAME],
