@@ -35,6 +35,7 @@ enum {
         PROP_RETENTION_LAST_RUN_NS,
         PROP_RETENTION_RUNNING,
         PROP_TABLE_RESTARTS,
+        PROP_EXPORTED_UNNAMED_FRAMES,
         _PROP_MAX,
 };
 
@@ -62,6 +63,7 @@ static const char *const prop_names[_PROP_MAX] = {
         [PROP_RETENTION_LAST_RUN_NS] = "RetentionLastRunNs",
         [PROP_RETENTION_RUNNING] = "RetentionRunning",
         [PROP_TABLE_RESTARTS] = "TableRestarts",
+        [PROP_EXPORTED_UNNAMED_FRAMES] = "ExportedUnnamedFrames",
 };
 
 _Static_assert(_PROP_MAX <= ELEMENTSOF(((Collector *) 0)->props_sent), "props_sent too small");
@@ -124,6 +126,8 @@ static uint64_t prop_value(const Collector *c, int p) {
         }
         case PROP_TABLE_RESTARTS:
                 return c->table_restarts;
+        case PROP_EXPORTED_UNNAMED_FRAMES:
+                return c->exported_unnamed_frames;
         default:
                 return 0;
         }
@@ -277,6 +281,7 @@ static const sd_bus_vtable collector_vtable[] = {
         SD_BUS_PROPERTY("SymbolizerAttached", "b", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("ExporterAttached", "b", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         COUNTER("ExportDrops"),
+        COUNTER("ExportedUnnamedFrames"),
         SD_BUS_PROPERTY("PendingSymbols", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LastError", "s", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("StoreSchemaVersion", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_CONST),

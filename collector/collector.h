@@ -105,6 +105,7 @@ typedef struct Collector {
         uint64_t table_restarts; /* the frame and stack tables started over */
         uint64_t samples_written;
         uint64_t export_drops;
+        uint64_t exported_unnamed_frames; /* handed over while their symbols were pending */
         uint64_t store_errors;
         uint32_t pending_symbols; /* frames queued or requested */
         char *last_error;

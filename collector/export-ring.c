@@ -23,6 +23,7 @@ typedef struct Group {
         size_t start;     /* offset of the record being built */
         size_t ring_bytes; /* ring space the records take, headers and alignment included */
         size_t max_len;
+        uint64_t unnamed_frames; /* frames whose symbols were still pending */
 } Group;
 
 static void group_done(Group *g) {
@@ -165,8 +166,11 @@ static int build_group(Collector *c, Group *g, Interval *iv, const IntervalRefs 
         }
 
         for (size_t i = 0; i < refs->n_frames; i++) {
+                const Frame *f = &c->frames.items[refs->frames[i]];
+
+                g->unnamed_frames += sym_state_pending(f->sym_state);
                 record_start(g);
-                put_frame(c, g, &c->frames.items[refs->frames[i]]);
+                put_frame(c, g, f);
                 r = record_end(g, EP_MSG_EXP_FRAME);
                 if (r < 0)
                         return r;
@@ -254,5 +258,7 @@ int collector_export(Collector *c, Interval *iv, const IntervalRefs *refs, uint6
                 }
         }
         (void) ep_ring_notify(c->export_ring);
+        /* The store UPDATEs them when the names come; what was exported stays unnamed. */
+        c->exported_unnamed_frames += g.unnamed_frames;
         return 0;
 }

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from conftest import (KERNEL, NATIVE, cli, need_root, otlp_endpoint, profile_until, run_workload,
-                      running_profiler, stacks_for_pid)
+from conftest import (KERNEL, NATIVE, assert_same_stacks_as_the_store, cli, need_root, otlp_endpoint,
+                      profile_until, run_workload, running_profiler, stacks_for_pid)
 from otlp_receiver import flatten_request
 from waiting import wait_until
 
@@ -101,7 +101,7 @@ def test_otlp_receiver_gets_the_same_stacks_as_the_store(profiler, receiver):
     assert sum(exported.values()) == sum(stored.values())
     chain = tuple(CHAIN)
     assert any(contains_in_order(list(k), list(chain)) for k in exported), list(exported)[:3]
-    assert {k: v for k, v in exported.items() if v} == {k: v for k, v in stored.items() if v}
+    assert_same_stacks_as_the_store(profiler, exported, stored)
 
 
 def test_status_and_busctl_show_every_daemon(profiler):
