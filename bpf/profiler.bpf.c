@@ -60,6 +60,35 @@ struct {
         __type(value, struct mapping_cache);
 } last_mapping SEC(".maps");
 
+/* The user stack read in bulk, per CPU: the unwinder reads a frame's words from a copy of its
+ * stack page, made with one bpf_probe_read_user() of the whole page the first time the walk
+ * reaches it, rather than with one probe-read per word (each costs about as much as copying
+ * hundreds of bytes). Direct-mapped: stack page P is in slot P % EP_BPF_WINDOW_PAGES, and
+ * stack_window_tags says which page each slot holds (0: none) for the current walk only. */
+#define EP_BPF_WINDOW_PAGES 8
+
+struct stack_window {
+        __u8 data[EP_BPF_WINDOW_PAGES * 4096];
+};
+
+struct stack_window_tags {
+        __u64 page[EP_BPF_WINDOW_PAGES]; /* page number + 1 */
+};
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, struct stack_window);
+} stack_window SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, struct stack_window_tags);
+} stack_window_tags SEC(".maps");
+
 /* CLOCK_BOOTTIME of the last wake-up forced by a sample of an unknown process, per CPU. */
 struct {
         __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -116,6 +145,34 @@ struct {
         __type(key, __u32);
         __type(value, __u32); /* EP_BPF_FILE_* */
 } file_state SEC(".maps");
+
+/* The rules found in tables lately, per CPU: most frames a sample walks were walked by the
+ * samples before (hot code, recursion), and a hit costs one probe of this array instead of the
+ * table, page and rule lookups. Direct-mapped on (file, offset). An entry is good only while
+ * tables_gen is what it was when the entry was filled: the loader increments it whenever it
+ * removes a table, before the file's number can be given to another file. */
+#define EP_BPF_RULE_CACHE_BITS 10
+#define EP_BPF_RULE_CACHE_SIZE (1u << EP_BPF_RULE_CACHE_BITS)
+
+volatile __u32 tables_gen; /* written by the loader (unwinder-loader/tables.c) */
+
+struct rule_cache_entry {
+        __u32 file_num; /* 0: empty (no file has number 0) */
+        __u32 file_offset;
+        __u32 gen;
+        struct ep_unwind_rule rule;
+};
+
+struct rule_cache {
+        struct rule_cache_entry e[EP_BPF_RULE_CACHE_SIZE];
+};
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, struct rule_cache);
+} rule_cache SEC(".maps");
 
 _Static_assert(__builtin_offsetof(struct ep_bpf_sample, frames) == EP_BPF_SAMPLE_HEADER_SIZE,
                "EP_BPF_SAMPLE_HEADER_SIZE out of date");
@@ -223,48 +280,98 @@ static __always_inline int ep_page_delta(void *inner, __u32 index, struct ep_bpf
 
 #include "unwind-pages.h"
 
+/* The entry of rule_cache where (file_num, file_offset) would be, or NULL. */
+static __always_inline struct rule_cache_entry *rule_cache_slot(__u32 file_num, __u32 file_offset) {
+        struct rule_cache *c;
+        __u32 zero = 0, h;
+
+        c = bpf_map_lookup_elem(&rule_cache, &zero);
+        if (!c)
+                return NULL;
+        h = ((file_offset ^ (file_num * 0x9e3779b9u)) * 0x9e3779b9u) >> (32 - EP_BPF_RULE_CACHE_BITS);
+        return &c->e[h & (EP_BPF_RULE_CACHE_SIZE - 1)];
+}
+
 /* EP_LOOKUP_* for the rule at file_offset of file_num. */
 __noinline int ep_bpf_find_rule(__u32 file_num, __u32 file_offset, struct ep_unwind_rule *ret_rule) {
         struct ep_bpf_page_key key = { .file_num = file_num, .page = file_offset >> EP_BPF_PAGE_SHIFT };
-        struct ep_unwind_rule *rule;
+        struct ep_unwind_rule found = { .cfa_kind = EP_CFA_INVALID }, *rule;
+        struct rule_cache_entry *cached;
         struct ep_bpf_page *pg;
+        __u32 idx, gen = tables_gen; /* before the table is looked at */
         void *inner;
-        __u32 idx;
         int r;
 
         if (!ret_rule)
                 return EP_LOOKUP_ERROR;
-        inner = bpf_map_lookup_elem(&unwind_tables, &file_num);
-        if (!inner) {
-                __u32 *state = bpf_map_lookup_elem(&file_state, &file_num);
-                if (state && *state == EP_BPF_FILE_FP_ONLY) {
-                        *ret_rule = (struct ep_unwind_rule) { .cfa_kind = EP_CFA_FP_FALLBACK };
-                        return EP_LOOKUP_FOUND;
-                }
-                return EP_LOOKUP_NO_TABLE;
-        }
-        /* Pages are inserted before the table and removed after it: with the table present, a
-         * missing page is an offset the table does not cover. */
-        pg = bpf_map_lookup_elem(&unwind_pages, &key);
-        if (!pg) {
-                *ret_rule = (struct ep_unwind_rule) { .cfa_kind = EP_CFA_INVALID };
+        cached = rule_cache_slot(file_num, file_offset);
+        if (cached && cached->file_num == file_num && cached->file_offset == file_offset && cached->gen == gen) {
+                *ret_rule = cached->rule;
                 return EP_LOOKUP_FOUND;
         }
-        r = ep_page_search(inner, pg, file_offset & ((1u << EP_BPF_PAGE_SHIFT) - 1));
-        if (r < 0)
-                return EP_LOOKUP_ERROR;
-        idx = (__u32) r;
-        rule = bpf_map_lookup_elem(&unwind_rules, &idx);
-        if (!rule)
-                return EP_LOOKUP_ERROR;
-        *ret_rule = *rule;
+        inner = bpf_map_lookup_elem(&unwind_tables, &file_num);
+        if (!inner) {
+                /* A file without CFI stays so until it is removed (tables_gen changes then). */
+                __u32 *state = bpf_map_lookup_elem(&file_state, &file_num);
+                if (!state || *state != EP_BPF_FILE_FP_ONLY)
+                        return EP_LOOKUP_NO_TABLE; /* not cached: the table may come any time */
+                found.cfa_kind = EP_CFA_FP_FALLBACK;
+        }
+        /* Pages are inserted before the table and removed after it: with the table present, a
+         * missing page is an offset the table does not cover (EP_CFA_INVALID). */
+        pg = inner ? bpf_map_lookup_elem(&unwind_pages, &key) : NULL;
+        if (pg) {
+                r = ep_page_search(inner, pg, file_offset & ((1u << EP_BPF_PAGE_SHIFT) - 1));
+                if (r < 0)
+                        return EP_LOOKUP_ERROR;
+                idx = (__u32) r;
+                rule = bpf_map_lookup_elem(&unwind_rules, &idx);
+                if (!rule)
+                        return EP_LOOKUP_ERROR;
+                found = *rule;
+        }
+        *ret_rule = found;
+        if (cached)
+                *cached = (struct rule_cache_entry) {
+                        .file_num = file_num, .file_offset = file_offset, .gen = gen, .rule = found,
+                };
         return EP_LOOKUP_FOUND;
 }
 
 #define EP_UNWIND_CTX __u32 /* the pid */
 
+/* size bytes at addr from the walk's copy of its stack page, which is made on first use;
+ * a read across a page boundary, or of a page that cannot be copied whole, is a probe-read of
+ * its own. size is a constant (8, 16 or 24). */
 static __always_inline int ep_read_user(__u32 pid, void *dst, __u32 size, uint64_t addr) {
-        return bpf_probe_read_user(dst, size, (const void *) addr);
+        __u64 page = addr >> 12, in_page = addr & 4095, slot = page & (EP_BPF_WINDOW_PAGES - 1), off;
+        struct stack_window_tags *tags;
+        struct stack_window *w;
+        __u32 zero = 0;
+
+        if (in_page > 4096 - size)
+                return bpf_probe_read_user(dst, size, (const void *) addr);
+        tags = bpf_map_lookup_elem(&stack_window_tags, &zero);
+        w = bpf_map_lookup_elem(&stack_window, &zero);
+        if (!tags || !w)
+                return bpf_probe_read_user(dst, size, (const void *) addr);
+        off = slot * 4096;
+        barrier_var(off);
+        if (off > (EP_BPF_WINDOW_PAGES - 1) * 4096)
+                return bpf_probe_read_user(dst, size, (const void *) addr);
+        if (tags->page[slot & (EP_BPF_WINDOW_PAGES - 1)] != page + 1) {
+                if (bpf_probe_read_user(w->data + off, 4096, (const void *) (page << 12)) < 0) {
+                        tags->page[slot & (EP_BPF_WINDOW_PAGES - 1)] = 0;
+                        return bpf_probe_read_user(dst, size, (const void *) addr);
+                }
+                tags->page[slot & (EP_BPF_WINDOW_PAGES - 1)] = page + 1;
+        }
+        off += in_page;
+        barrier_var(off);
+        if (off > EP_BPF_WINDOW_PAGES * 4096 - size)
+                return bpf_probe_read_user(dst, size, (const void *) addr);
+        __builtin_memcpy(dst, w->data + off, size);
+        return 0;
 }
 
 static __always_inline int ep_find_mapping(__u32 pid, uint64_t addr, __u32 *ret_file_num,
@@ -442,6 +549,7 @@ static __always_inline long unplaced_frame(struct unwind_state *st, __u32 runtim
 
 static __always_inline void walk_start(struct unwind_state *st, struct ep_bpf_sample *rec, __u32 pid, __u32 n,
                                        __u64 pc, __u64 sp, __u64 fp) {
+        struct stack_window_tags *tags;
         struct mapping_cache *cache;
         __u32 zero = 0;
 
@@ -456,6 +564,9 @@ static __always_inline void walk_start(struct unwind_state *st, struct ep_bpf_sa
         cache = bpf_map_lookup_elem(&last_mapping, &zero);
         if (cache)
                 cache->valid = 0; /* another sample, maybe another process */
+        tags = bpf_map_lookup_elem(&stack_window_tags, &zero);
+        if (tags)
+                __builtin_memset(tags, 0, sizeof(*tags)); /* the pages are another stack's */
 }
 
 /* walk_user_stack_NAME(rec, pid, n, pc, sp, fp): fills rec->frames[n ..] from the user

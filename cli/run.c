@@ -42,6 +42,7 @@ extern char **environ;
 typedef struct RunArgs {
         uint64_t duration_ns;   /* 0: until stopped */
         const char *frequency;  /* as given, validated */
+        const char *unload_delay; /* as given, validated */
         const char *interval;
         const char *retention_age, *retention_size; /* as given, validated */
         const char *store;
@@ -471,6 +472,9 @@ static void help(void) {
                "      --duration DURATION    stop after this long (30s, 10min, 1h; default: until\n"
                "                             Ctrl-C or SIGTERM)\n"
                "      --frequency HZ         samples per second per CPU (1-10000; loader default 20)\n"
+               "      --unload-delay DURATION\n"
+               "                             keep a file's unwind table this long after the last\n"
+               "                             process using it exits (loader default 60s)\n"
                "      --interval DURATION    aggregation interval of the store (collector default)\n"
                "      --store PATH           the profile store (default " EP_STORE_DEFAULT_PATH ")\n"
                "      --retention-age DURATION\n"
@@ -493,6 +497,7 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
         enum {
                 ARG_DURATION = 0x100,
                 ARG_FREQUENCY,
+                ARG_UNLOAD_DELAY,
                 ARG_INTERVAL,
                 ARG_RETENTION_AGE,
                 ARG_RETENTION_SIZE,
@@ -507,6 +512,7 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
         static const struct option options[] = {
                 { "duration", required_argument, NULL, ARG_DURATION },
                 { "frequency", required_argument, NULL, ARG_FREQUENCY },
+                { "unload-delay", required_argument, NULL, ARG_UNLOAD_DELAY },
                 { "interval", required_argument, NULL, ARG_INTERVAL },
                 { "retention-age", required_argument, NULL, ARG_RETENTION_AGE },
                 { "retention-size", required_argument, NULL, ARG_RETENTION_SIZE },
@@ -538,6 +544,11 @@ static int parse_args(int argc, char **argv, RunArgs *a) {
                         if (ep_parse_uint(optarg, 1, 10000, &u) < 0)
                                 return ep_usage_error("run", "invalid --frequency '%s' (1 to 10000 Hz)", optarg);
                         a->frequency = optarg;
+                        break;
+                case ARG_UNLOAD_DELAY:
+                        if (ep_parse_duration(optarg, &u) < 0)
+                                return ep_usage_error("run", "invalid --unload-delay '%s' (use 500ms, 10s, 5min)", optarg);
+                        a->unload_delay = optarg;
                         break;
                 case ARG_INTERVAL:
                         if (ep_parse_duration(optarg, &u) < 0 || u < NSEC_PER_SEC)
@@ -708,6 +719,10 @@ static char **daemon_argv(unsigned i, const char *path, const RunArgs *a, const 
                 if (a->frequency) {
                         v[n++] = "--frequency";
                         v[n++] = a->frequency;
+                }
+                if (a->unload_delay) {
+                        v[n++] = "--unload-delay";
+                        v[n++] = a->unload_delay;
                 }
                 break;
         case COLLECTOR:

@@ -89,6 +89,7 @@ EpUnwindMaps ep_bpf_unwind_maps(const EpBpf *b) {
                 .unwind_tables = bpf_map__fd(b->skel->maps.unwind_tables),
                 .file_state = bpf_map__fd(b->skel->maps.file_state),
                 .py_procs = bpf_map__fd(b->skel->maps.py_procs),
+                .tables_gen = &b->skel->bss->tables_gen,
         };
 }
 

@@ -35,6 +35,10 @@ typedef struct EpUnwindMaps {
         int unwind_tables;
         int file_state;
         int py_procs; /* CPython processes (runtime-cpython.c) */
+        /* BPF's tables_gen (its per-CPU rule cache is good while it is unchanged): incremented
+         * after a table is removed, before its file number is given to another file. NULL in
+         * tests without BPF. */
+        volatile uint32_t *tables_gen;
 } EpUnwindMaps;
 
 /* Loads and attaches everything but the perf events. Errors are logged with cause and fix. */

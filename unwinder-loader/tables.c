@@ -204,6 +204,9 @@ static void table_unload(EpTables *t, TableFile *f, bool outer_removed) {
         }
         if (f->state == T_FP_ONLY)
                 set_file_state(t, f->slot, EP_BPF_FILE_NO_TABLE);
+        /* BPF's cached rules of this file number are stale from now on. */
+        if (t->maps.tables_gen)
+                __atomic_add_fetch(t->maps.tables_gen, 1, __ATOMIC_SEQ_CST);
         for (uint32_t i = 0; i < f->n_rules; i++)
                 ep_rule_set_unref(t->rules, f->rules[i]);
         t->bytes -= f->bytes;

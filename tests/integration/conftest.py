@@ -319,6 +319,26 @@ class Profiler:
         return ", ".join(f"{name} {self.prop('Loader', name)}" for name in (
             "TablesLoaded", "PendingTables", "TableErrors", "WaitingSamples", "DeferredSamples", "DeferredExpired"))
 
+    def loader_map_keys(self, map_name):
+        """The keys (u32) of the loader's BPF map map_name: the map of that name among the ones the
+        loader holds open (its descriptors' fdinfo names their map_id), dumped with bpftool."""
+        loader = self.daemon_pid("ebpf-profiler-loader")
+        held = set()
+        for fdinfo in Path(f"/proc/{loader}/fdinfo").iterdir():
+            try:
+                m = re.search(r"^map_id:\s*(\d+)", fdinfo.read_text(), re.M)
+            except OSError:
+                continue  # closed meanwhile
+            if m:
+                held.add(int(m.group(1)))
+        maps = json.loads(subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True, text=True,
+                                         check=True).stdout)
+        ids = [m["id"] for m in maps if m.get("name") == map_name and m["id"] in held]
+        assert len(ids) == 1, f"{map_name}: maps {ids} of the loader (pid {loader})"
+        entries = json.loads(subprocess.run(["bpftool", "-j", "map", "dump", "id", str(ids[0])], capture_output=True,
+                                            text=True, check=True).stdout)
+        return {int.from_bytes(bytes(int(b, 16) for b in e["key"]), "little") for e in entries}
+
     def daemon_pid(self, binary):
         """PID of the supervised daemon whose executable is `binary`."""
         for d in Path("/proc").iterdir():

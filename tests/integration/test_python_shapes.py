@@ -536,27 +536,6 @@ def python_counters(profiler):
     return dict(zip(re.findall(r'"([a-z-]+)"', out), map(int, re.findall(r'" (\d+)', out))))
 
 
-def loader_map_keys(profiler, map_name):
-    """The keys (u32) of the loader's BPF map map_name: the map of that name among the ones the
-    loader holds open (its descriptors' fdinfo names their map_id), dumped with bpftool."""
-    loader = profiler.daemon_pid("ebpf-profiler-loader")
-    held = set()
-    for fdinfo in Path(f"/proc/{loader}/fdinfo").iterdir():
-        try:
-            m = re.search(r"^map_id:\s*(\d+)", fdinfo.read_text(), re.M)
-        except OSError:
-            continue  # closed meanwhile
-        if m:
-            held.add(int(m.group(1)))
-    maps = json.loads(subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True, text=True,
-                                     check=True).stdout)
-    ids = [m["id"] for m in maps if m.get("name") == map_name and m["id"] in held]
-    assert len(ids) == 1, f"{map_name}: maps {ids} of the loader (pid {loader})"
-    entries = json.loads(subprocess.run(["bpftool", "-j", "map", "dump", "id", str(ids[0])], capture_output=True,
-                                        text=True, check=True).stdout)
-    return {int.from_bytes(bytes(int(b, 16) for b in e["key"]), "little") for e in entries}
-
-
 def test_python_processes_exiting_while_sampled(profiler, scripts):
     """Many short-lived Python processes, exec'd and forked, every interpreter at once: the
     daemons live on (the same processes), the loader and BPF forget every one of them, the
@@ -609,7 +588,7 @@ def test_python_processes_exiting_while_sampled(profiler, scripts):
         return not known, f"{len(known)} still known to the loader: {known[:10]}"
     wait_until(forgotten, "the loader to forget the exited Python processes", 60, interval=0.5)
     for bpf_map in ("py_procs", "proc_mappings"):
-        left = {pid for pid in loader_map_keys(profiler, bpf_map) & set(pids) if not Path(f"/proc/{pid}").exists()}
+        left = {pid for pid in profiler.loader_map_keys(bpf_map) & set(pids) if not Path(f"/proc/{pid}").exists()}
         assert not left, f"{bpf_map} still has entries of exited processes {sorted(left)}"
 
     after = python_counters(profiler)

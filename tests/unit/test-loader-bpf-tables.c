@@ -15,6 +15,7 @@
 #define MAX_FILES 64
 
 static EpUnwindMaps maps;
+static volatile uint32_t tables_gen; /* BPF's, in the real loader */
 
 static int create_maps(void) {
         LIBBPF_OPTS(bpf_map_create_opts, nopre, .map_flags = BPF_F_NO_PREALLOC);
@@ -38,6 +39,7 @@ static int create_maps(void) {
         if (maps.unwind_tables < 0 || maps.file_state < 0)
                 return -errno;
         maps.proc_mappings = -EBADF;
+        maps.tables_gen = &tables_gen;
         return 0;
 }
 
@@ -180,16 +182,21 @@ int main(void) {
         ASSERT_EQ(ep_tables_find_rule(t, 10, 0, &rule, &pending), EP_LOOKUP_NO_TABLE);
         ASSERT_TRUE(pending);
 
+        /* Loading and refusing tables leave BPF's cached rules valid. */
+        ASSERT_EQ(tables_gen, 0);
+
         /* The last user goes away: with no delay, the next sweep unloads everything of 7
-         * and releases its slot and rules. */
+         * and releases its slot and rules; BPF's cached rules of it are stale from then on. */
         ep_tables_unref(t, 7);
         ep_tables_sweep(t);
         ep_tables_stats(t, &st);
         ASSERT_EQ(st.loaded, 1); /* still one user */
+        ASSERT_EQ(tables_gen, 0);
         ep_tables_unref(t, 7);
         ep_tables_sweep(t);
         ep_tables_stats(t, &st);
         ASSERT_EQ(st.loaded, 0);
+        ASSERT_EQ(tables_gen, 1);
         ASSERT_EQ(st.rules, 1); /* INVALID only */
         ASSERT_EQ(count_pages(slot7), 0);
         ASSERT_TRUE(bpf_map_lookup_elem(maps.unwind_tables, &slot7, &id) < 0);
@@ -197,9 +204,11 @@ int main(void) {
         ep_tables_sweep(t);
         ASSERT_EQ(bpf_map_lookup_elem(maps.file_state, &slot9, &id), 0);
         ASSERT_EQ(id, EP_BPF_FILE_NO_TABLE);
+        ASSERT_EQ(tables_gen, 2); /* "frame pointers" is cached too */
 
-        /* Slots are reused. */
-        ASSERT_TRUE(ep_tables_ref(t, 11) > 0);
+        /* Slots are reused, the one freed last first: a file whose number BPF's cache still
+         * holds rules of, which the generation above makes stale. */
+        ASSERT_EQ(ep_tables_ref(t, 11), slot9);
         free(blob);
         return tests_summary("test-loader-bpf-tables");
 }
