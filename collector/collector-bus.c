@@ -36,6 +36,7 @@ enum {
         PROP_RETENTION_RUNNING,
         PROP_TABLE_RESTARTS,
         PROP_EXPORTED_UNNAMED_FRAMES,
+        PROP_TRACES_SEEN_BEFORE,
         _PROP_MAX,
 };
 
@@ -64,6 +65,7 @@ static const char *const prop_names[_PROP_MAX] = {
         [PROP_RETENTION_RUNNING] = "RetentionRunning",
         [PROP_TABLE_RESTARTS] = "TableRestarts",
         [PROP_EXPORTED_UNNAMED_FRAMES] = "ExportedUnnamedFrames",
+        [PROP_TRACES_SEEN_BEFORE] = "TracesSeenBefore",
 };
 
 _Static_assert(_PROP_MAX <= ELEMENTSOF(((Collector *) 0)->props_sent), "props_sent too small");
@@ -128,6 +130,8 @@ static uint64_t prop_value(const Collector *c, int p) {
                 return c->table_restarts;
         case PROP_EXPORTED_UNNAMED_FRAMES:
                 return c->exported_unnamed_frames;
+        case PROP_TRACES_SEEN_BEFORE:
+                return c->traces_seen_before;
         default:
                 return 0;
         }
@@ -270,6 +274,7 @@ static const sd_bus_vtable collector_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Version", "s", get_property, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         COUNTER("Traces"),
+        COUNTER("TracesSeenBefore"),
         COUNTER("DecodeErrors"),
         COUNTER("Frames"),
         COUNTER("Stacks"),
@@ -403,6 +408,7 @@ void collector_detach_loader(Collector *c) {
         c->trace_ring = ep_ring_free(c->trace_ring);
         /* file keys are only valid within one trace-ring session */
         file_table_reset_keys(&c->files);
+        stack_table_forget_traces(&c->stacks);
         log_info("Detached from the loader's trace ring.");
 }
 

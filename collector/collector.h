@@ -100,6 +100,7 @@ typedef struct Collector {
 
         /* counters (D-Bus properties) */
         uint64_t traces;
+        uint64_t traces_seen_before; /* found by the hash of their frames (stacks.h) */
         uint64_t decode_errors;
         uint64_t intervals;
         uint64_t table_restarts; /* the frame and stack tables started over */

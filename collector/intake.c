@@ -76,11 +76,30 @@ static int frame_seen_again(Collector *c, uint32_t idx) {
         return queue_unmapped(c, idx);
 }
 
+/* One sample of stack, counted in the current interval for its process and thread. */
+static int intake_sample(Collector *c, const EpTraceMsg *h, uint32_t process, const char *thread_name,
+                         uint32_t stack) {
+        int r;
+
+        process_table_get(&c->processes, process)->last_seq = c->current->seq;
+        r = interval_add(c->current,
+                         &(SampleKey) { .process = process, .tid = h->tid, .stack = stack, .cpu = h->cpu },
+                         thread_name, h->time_ns, c->export_ring != NULL);
+        if (r < 0)
+                return r;
+        c->traces++;
+        return 0;
+}
+
 static int intake_trace(Collector *c, const void *payload, size_t len) {
         EpFrame frames[EP_MAX_FRAMES];
         uint32_t ids[EP_MAX_FRAMES];
         char thread_name[EP_COMM_LEN + 1];
         uint32_t stack, process;
+        bool per_process = false;
+        const uint8_t *raw;
+        TraceHash trace;
+        size_t raw_len;
         EpTraceMsg h;
         Process *p;
         int r;
@@ -89,9 +108,23 @@ static int intake_trace(Collector *c, const void *payload, size_t len) {
                 return DECODE_ERROR(c, "Dropping trace record of %zu bytes: frame counts do not "
                                     "match its length.", len);
         memcpy(&h, payload, sizeof(h));
-        memcpy(frames, (const uint8_t *) payload + sizeof(EpTraceMsg),
-               (size_t) h.n_frames * sizeof(EpFrame));
+        raw = (const uint8_t *) payload + sizeof(EpTraceMsg);
+        raw_len = (size_t) h.n_frames * sizeof(EpFrame);
 
+        /* A trace seen before: its stack by one hash of its frames, none of them interned. */
+        trace = stack_trace_hash(raw, raw_len);
+        stack = stack_table_by_trace(&c->stacks, &trace);
+        if (stack != STACK_NONE) {
+                memcpy(thread_name, h.comm, EP_COMM_LEN);
+                thread_name[EP_COMM_LEN] = 0;
+                r = process_table_for_trace(&c->processes, h.pid, thread_name, &process);
+                if (r < 0)
+                        return r;
+                c->traces_seen_before++;
+                return intake_sample(c, &h, process, thread_name, stack);
+        }
+
+        memcpy(frames, raw, raw_len);
         for (size_t i = 0; i < h.n_frames; i++) {
                 if (!ep_frame_kind(frames[i].kind))
                         return DECODE_ERROR(c, "Dropping trace with unknown frame kind %u.",
@@ -117,6 +150,7 @@ static int intake_trace(Collector *c, const void *payload, size_t len) {
                 r = frame_table_intern(&c->frames, f->kind, f->flags, file, process, f->addr, &ids[i]);
                 if (r < 0)
                         return r;
+                per_process = per_process || ep_frame_kind_per_process(f->kind);
                 if (r > 0) {
                         if (ep_frame_kind_per_process(f->kind))
                                 p->pinned = true;
@@ -130,22 +164,18 @@ static int intake_trace(Collector *c, const void *payload, size_t len) {
         r = stack_table_intern(&c->stacks, ids, h.n_frames, &stack);
         if (r < 0)
                 return r;
-
-        p->last_seq = c->current->seq;
-
-        r = interval_add(c->current,
-                         &(SampleKey) { .process = process, .tid = h.tid, .stack = stack, .cpu = h.cpu },
-                         thread_name, h.time_ns, c->export_ring != NULL);
-        if (r < 0)
-                return r;
-        c->traces++;
-        return 0;
+        if (!per_process) {
+                r = stack_table_remember_trace(&c->stacks, &trace, stack);
+                if (r < 0)
+                        return r;
+        }
+        return intake_sample(c, &h, process, thread_name, stack);
 }
 
 static int intake_file(Collector *c, const void *payload, size_t len) {
         uint8_t file_id[EP_FILE_ID_SIZE];
         _cleanup_free_ char *path = NULL;
-        uint32_t key, idx;
+        uint32_t key, idx, old;
         uint64_t size;
         EpReader rd;
         int r;
@@ -166,6 +196,9 @@ static int intake_file(Collector *c, const void *payload, size_t len) {
                 if (r < 0)
                         return r;
         }
+        old = file_table_by_key(&c->files, key);
+        if (old != 0 && old != idx)
+                stack_table_forget_traces(&c->stacks); /* the key means another file now */
         return file_table_bind_key(&c->files, key, idx);
 }
 

@@ -14,14 +14,24 @@ struct EpHashmap {
         uint8_t *slots;
 };
 
-uint64_t ep_hash_bytes(const void *p, size_t n) {
-        /* FNV-1a with a final avalanche (splitmix64): fast and good enough for in-memory tables
-         * whose keys are not chosen by an attacker to collide. */
+uint64_t ep_hash_bytes_seeded(const void *p, size_t n, uint64_t seed) {
+        /* Eight bytes per multiply (the tail zero-padded, the length mixed in), then a final
+         * avalanche (splitmix64): fast and good enough for in-memory tables whose keys are not
+         * chosen by an attacker to collide. Keys are stacks of hundreds of frames: a byte per
+         * multiply, as FNV-1a does, made hashing them the collector's largest cost. */
         const uint8_t *b = p;
-        uint64_t h = 0xcbf29ce484222325ULL;
-        for (size_t i = 0; i < n; i++) {
-                h ^= b[i];
-                h *= 0x100000001b3ULL;
+        uint64_t h = (0xcbf29ce484222325ULL ^ seed) + (uint64_t) n * 0x9e3779b97f4a7c15ULL, w;
+
+        for (; n >= 8; b += 8, n -= 8) {
+                memcpy(&w, b, 8);
+                h = (h ^ w) * 0xff51afd7ed558ccdULL;
+                h ^= h >> 29;
+        }
+        if (n > 0) {
+                w = 0;
+                memcpy(&w, b, n);
+                h = (h ^ w) * 0xff51afd7ed558ccdULL;
+                h ^= h >> 29;
         }
         h ^= h >> 30;
         h *= 0xbf58476d1ce4e5b9ULL;
@@ -29,6 +39,10 @@ uint64_t ep_hash_bytes(const void *p, size_t n) {
         h *= 0x94d049bb133111ebULL;
         h ^= h >> 31;
         return h;
+}
+
+uint64_t ep_hash_bytes(const void *p, size_t n) {
+        return ep_hash_bytes_seeded(p, n, 0);
 }
 
 static uint64_t slot_hash(const EpHashmap *h, size_t i) {

@@ -31,3 +31,5 @@ void ep_hashmap_clear(EpHashmap *h);
 bool ep_hashmap_iterate(const EpHashmap *h, size_t *state, const void **ret_key, void **ret_value);
 
 uint64_t ep_hash_bytes(const void *p, size_t n);
+/* Another seed, another hash of the same bytes (two of them: a 128-bit hash). */
+uint64_t ep_hash_bytes_seeded(const void *p, size_t n, uint64_t seed);

@@ -644,6 +644,57 @@ static void test_table_restart(const char *path) {
         collector_done(&c);
 }
 
+/* A trace seen before is found by the hash of its frames; what a file key means decides. */
+static void test_seen_before(void) {
+        static const EpFrame native_only[] = {
+                { .addr = KADDR + 0x10, .kind = EP_FRAME_KERNEL },
+                { .addr = 0x1000, .file_key = 7, .kind = EP_FRAME_NATIVE },
+                { .addr = 0x3000, .file_key = 8, .kind = EP_FRAME_NATIVE, .flags = EP_FRAME_FLAG_RETURN_ADDRESS },
+        };
+        uint32_t first, libc;
+        size_t len;
+        Collector c;
+
+        ASSERT_OK(collector_init(&c));
+        announce_file(&c, 7, 0xaa, "/usr/bin/app");
+        announce_file(&c, 8, 0xbb, "/usr/lib/libc.so.6");
+        libc = file_table_by_key(&c.files, 8);
+        announce_process(&c, 100, 1111, "app", "/usr/bin/app");
+
+        len = trace(100, 101, 0, "app", native_only, 3, 1);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.traces == 1 && c.traces_seen_before == 0 && c.stacks.n == 1 && c.frames.n == 3);
+        first = 0;
+        /* again, and from another thread on another CPU: the same stack, counted for each */
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        len = trace(100, 102, 1, "worker", native_only, 3, 1);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.traces == 3 && c.traces_seen_before == 2 && c.stacks.n == 1 && c.frames.n == 3);
+        ASSERT_TRUE(samples_in(c.current) == 3 && interval_entries(c.current) == 2);
+
+        /* A trace with a frame of the process's own (UNMAPPED) is interned every time: its
+         * frames are another process's when the pid is reused. */
+        len = trace(100, 101, 0, "app", stack_a, 7, 2);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.traces == 5 && c.traces_seen_before == 2 && c.stacks.n == 2);
+
+        /* Key 8 is another file now (a new loader session would do that): the same bytes are
+         * another stack, whose last frame is in the new file. */
+        announce_file(&c, 8, 0xcc, "/usr/lib/other.so.1");
+        ASSERT_TRUE(file_table_by_key(&c.files, 8) != libc);
+        len = trace(100, 101, 0, "app", native_only, 3, 1);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.traces_seen_before == 2 && c.stacks.n == 3);
+        ASSERT_TRUE(c.frames.items[stack_table_frames(&c.stacks, 2)[2]].file == file_table_by_key(&c.files, 8));
+        ASSERT_TRUE(c.frames.items[stack_table_frames(&c.stacks, first)[2]].file == libc);
+        /* the same announcement again changes nothing: remembered traces stay */
+        announce_file(&c, 8, 0xcc, "/usr/lib/other.so.1");
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_TRUE(c.traces_seen_before == 3 && c.stacks.n == 3);
+        collector_done(&c);
+}
+
 int main(void) {
         char dir[] = "/tmp/test-collector-intake.XXXXXX", path[256], cmd[300];
         Collector c;
@@ -656,6 +707,7 @@ int main(void) {
         test_responses(&c);
         test_persist(&c, path);
         collector_done(&c);
+        test_seen_before();
 
         snprintf(path, sizeof(path), "%s/jit.db", dir);
         test_jit(path);
