@@ -289,7 +289,7 @@ def test_live_prints_one_snapshot_per_refresh_when_piped(profiler):
     assert out.startswith("Last 30s (") and out.count("Last 30s (") == 2, out
     assert "\033[" not in out, "no terminal control codes into a pipe"
     assert "q quits" not in out
-    assert 1.0 <= elapsed < 15, elapsed
+    assert elapsed >= 1.0, elapsed  # it waited for the refresh between the two
     for s in snapshots:
         assert re.search(r"\): \d+ samples, \d+\.\d/s, 1 process; refresh 1s", s), s
         assert "gamma_spin" in s, s
