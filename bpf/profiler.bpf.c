@@ -180,10 +180,14 @@ _Static_assert(EP_BPF_CNT_STOP_BASE + _EP_STOP_MAX <= EP_BPF_CNT_MAX, "counters 
 _Static_assert(sizeof(struct ep_bpf_delta_pair) == 8, "two deltas per 8-byte array element");
 _Static_assert(EP_BPF_CNT_STOP_BASE + _EP_STOP_MAX <= EP_BPF_CNT_OTHER_PID_NS, "counter ranges overlap");
 
-static __always_inline void count(__u32 idx) {
+static __always_inline void count_n(__u32 idx, __u64 n) {
         __u64 *v = bpf_map_lookup_elem(&counters, &idx);
         if (v)
-                *v += 1; /* per-CPU slot: no other writer */
+                *v += n; /* per-CPU slot: no other writer */
+}
+
+static __always_inline void count(__u32 idx) {
+        count_n(idx, 1);
 }
 
 static __always_inline __u64 wakeup_flags(void) {
@@ -478,6 +482,7 @@ struct unwind_state {
         __u32 end;  /* frames[] index limit for this sample's user frames */
         int stop;   /* EP_STOP_* */
         __u32 rt_mode; /* RT_MODE_* */
+        __u16 steps[_EP_UNWIND_STEP_MAX]; /* how each caller was found: counted once per sample */
 };
 
 /* One frame per iteration: record it, then step to its caller. runtime: the program's own. */
@@ -521,8 +526,16 @@ static __always_inline long unwind_frame(struct unwind_state *st, __u32 runtime)
                 st->stop = s;
                 return 1;
         }
-        count(EP_BPF_CNT_STEP_BASE + (st->regs.step & 7));
+        if (st->regs.step < _EP_UNWIND_STEP_MAX)
+                st->steps[st->regs.step]++;
         return 0;
+}
+
+/* The walk's step counts into the counters map, one update per kind of step. */
+static __always_inline void count_steps(const struct unwind_state *st) {
+        for (int i = 0; i < _EP_UNWIND_STEP_MAX; i++)
+                if (st->steps[i])
+                        count_n(EP_BPF_CNT_STEP_BASE + i, st->steps[i]);
 }
 
 /* One interpreter frame the native walk did not reach per iteration. */
@@ -587,6 +600,7 @@ static __always_inline void walk_start(struct unwind_state *st, struct ep_bpf_sa
                         return EP_STOP_PC_ZERO;                                                     \
                 walk_start(&st, rec, pid, n, pc, sp, fp);                                           \
                 bpf_loop(EP_BPF_MAX_USER_FRAMES, unwind_frame_##NAME, &st, 0);                      \
+                count_steps(&st);                                                                   \
                 /* Stopped short of the root: the interpreter frames still to come are sent        \
                  * anyway, for the loader to place (or to show where the native frames end). */    \
                 if ((RT) != RUNTIME_NONE && st.stop != EP_STOP_OK && st.stop != EP_STOP_MAX_DEPTH)  \

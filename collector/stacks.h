@@ -15,7 +15,7 @@
 #include "hashmap.h"
 
 #define STACK_NONE UINT32_MAX
-#define STACK_TRACES_MAX 65536
+#define STACK_TRACES_MAX 16384 /* in at most 32768 slots of 32 bytes: 1 MiB */
 
 typedef struct TraceHash {
         uint64_t h[2];
