@@ -33,6 +33,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from waiting import wait_until  # noqa: E402  (the one way tests wait: see waiting.py)
 
 
+def machine_lock_path():
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
+    return Path(tempfile.gettempdir()) / f"ep-e2e-machine-{run}.lock"
+
+
 @contextlib.contextmanager
 def machine_load(exclusive=False):
     """Keeps apart, within one test run, a test that judges what a system-wide profiler records
@@ -40,9 +45,7 @@ def machine_load(exclusive=False):
     with dozens of busy interpreters and 1,500-frame stacks (shared among themselves): the
     other pytest worker's profiler records those too. A blocking file lock named by the run
     (pytest-xdist's run id, shared by its workers), so two runs never wait for each other."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
-    path = Path(tempfile.gettempdir()) / f"ep-e2e-machine-{run}.lock"
-    with open(path, "a") as f:
+    with open(machine_lock_path(), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)  # released when f closes
         yield
 
@@ -563,6 +566,8 @@ CONFORMANCE_TOTAL = {"checked": 0, "violations": 0}
 
 
 def pytest_sessionfinish(session):
+    # The run's lock file: a worker still running opens it again if it needs it.
+    machine_lock_path().unlink(missing_ok=True)
     receiver = sys.modules.get("otlp_receiver")
     workeroutput = getattr(session.config, "workeroutput", None)
     if receiver and workeroutput is not None:
