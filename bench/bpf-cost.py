@@ -98,6 +98,22 @@ def measure_kernel_walk(binary, seconds, depth, frequency):
     return r["samples"], r["run_time_ns"] / max(r["samples"], 1), r["frames"] / max(r["user_stacks"], 1)
 
 
+def restore_max_stack(value, timeout=60):
+    """Puts kernel.perf_event_max_stack back; the kernel refuses while anything uses call chains
+    (another profiler started meanwhile), so it tries again until that is over, or says so."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            MAX_STACK.write_text(value)
+            return
+        except OSError as e:
+            if time.monotonic() > deadline:
+                print(f"bpf-cost.py: cannot put kernel.perf_event_max_stack back to {value} ({e.strerror}); "
+                      f"set it by hand", file=sys.stderr)
+                return
+            time.sleep(0.5)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=6)
@@ -138,9 +154,9 @@ def main():
         rows.append(("frame pointers (kernel)",
                      *measure_kernel_walk("recurse-fp-nocfi", args.seconds, args.depth, args.frequency)))
     finally:
-        if raised:
-            MAX_STACK.write_text(old_max)
         STATS.write_text(old)
+        if raised:
+            restore_max_stack(old_max)
 
     print(f"| unwinder | samples | median user frames | ns per sample | ns per frame |")
     print(f"|---|---:|---:|---:|---:|")
