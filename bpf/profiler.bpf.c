@@ -348,7 +348,7 @@ __noinline int ep_bpf_find_rule(__u32 file_num, __u32 file_offset, struct ep_unw
  * a read across a page boundary, or of a page that cannot be copied whole, is a probe-read of
  * its own. size is a constant (8, 16 or 24). */
 static __always_inline int ep_read_user(__u32 pid, void *dst, __u32 size, uint64_t addr) {
-        __u64 page = addr >> 12, in_page = addr & 4095, slot = page & (EP_BPF_WINDOW_PAGES - 1), off;
+        __u64 page = addr >> 12, in_page = addr & 4095, slot = page & (EP_BPF_WINDOW_PAGES - 1), off, *tag;
         struct stack_window_tags *tags;
         struct stack_window *w;
         __u32 zero = 0;
@@ -359,16 +359,17 @@ static __always_inline int ep_read_user(__u32 pid, void *dst, __u32 size, uint64
         w = bpf_map_lookup_elem(&stack_window, &zero);
         if (!tags || !w)
                 return bpf_probe_read_user(dst, size, (const void *) addr);
+        tag = &tags->page[slot];
         off = slot * 4096;
         barrier_var(off);
         if (off > (EP_BPF_WINDOW_PAGES - 1) * 4096)
                 return bpf_probe_read_user(dst, size, (const void *) addr);
-        if (tags->page[slot & (EP_BPF_WINDOW_PAGES - 1)] != page + 1) {
+        if (*tag != page + 1) {
                 if (bpf_probe_read_user(w->data + off, 4096, (const void *) (page << 12)) < 0) {
-                        tags->page[slot & (EP_BPF_WINDOW_PAGES - 1)] = 0;
+                        *tag = 0;
                         return bpf_probe_read_user(dst, size, (const void *) addr);
                 }
-                tags->page[slot & (EP_BPF_WINDOW_PAGES - 1)] = page + 1;
+                *tag = page + 1;
         }
         off += in_page;
         barrier_var(off);

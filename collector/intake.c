@@ -76,6 +76,15 @@ static int frame_seen_again(Collector *c, uint32_t idx) {
         return queue_unmapped(c, idx);
 }
 
+/* The trace's process (a placeholder named after the thread when the loader never announced
+ * it) and its thread's name. */
+static int trace_process(Collector *c, const EpTraceMsg *h, char thread_name[static EP_COMM_LEN + 1],
+                         uint32_t *ret_process) {
+        memcpy(thread_name, h->comm, EP_COMM_LEN);
+        thread_name[EP_COMM_LEN] = 0;
+        return process_table_for_trace(&c->processes, h->pid, thread_name, ret_process);
+}
+
 /* One sample of stack, counted in the current interval for its process and thread. */
 static int intake_sample(Collector *c, const EpTraceMsg *h, uint32_t process, const char *thread_name,
                          uint32_t stack) {
@@ -115,9 +124,7 @@ static int intake_trace(Collector *c, const void *payload, size_t len) {
         trace = stack_trace_hash(raw, raw_len);
         stack = stack_table_by_trace(&c->stacks, &trace);
         if (stack != STACK_NONE) {
-                memcpy(thread_name, h.comm, EP_COMM_LEN);
-                thread_name[EP_COMM_LEN] = 0;
-                r = process_table_for_trace(&c->processes, h.pid, thread_name, &process);
+                r = trace_process(c, &h, thread_name, &process);
                 if (r < 0)
                         return r;
                 c->traces_seen_before++;
@@ -136,9 +143,7 @@ static int intake_trace(Collector *c, const void *payload, size_t len) {
         }
 
         /* The process first: UNMAPPED frames belong to it. */
-        memcpy(thread_name, h.comm, EP_COMM_LEN);
-        thread_name[EP_COMM_LEN] = 0;
-        r = process_table_for_trace(&c->processes, h.pid, thread_name, &process);
+        r = trace_process(c, &h, thread_name, &process);
         if (r < 0)
                 return r;
         p = process_table_get(&c->processes, process);
