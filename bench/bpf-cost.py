@@ -14,7 +14,7 @@ pointers and its .eh_frame removed. Rows:
                          program of its own (build/bpf/bench-fp-walk), kernel.perf_event_max_stack
                          raised so it is not cut at 127 frames.
 One copy per CPU runs so samples are of the workload, not of idle CPUs. The kernel's own
-accounting (kernel.bpf_stats_enabled: run_time_ns / run_cnt of the sampling program) gives the
+accounting (BPF_ENABLE_STATS: run_time_ns / run_cnt of the sampling program) gives the
 cost.
 
     sudo /usr/bin/python3 bench/bpf-cost.py [--seconds 6] [--frequency 99] [--depth 1000]
@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 from conftest import BUILD, WORKLOADS, Profiler, stacks_for_pid  # noqa: E402
+from reportlib import BpfStats  # noqa: E402
 
-STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 MAX_STACK = Path("/proc/sys/kernel/perf_event_max_stack")
 
 
@@ -114,17 +114,8 @@ def restore_max_stack(value, timeout=60):
             time.sleep(0.5)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=6)
-    ap.add_argument("--frequency", type=int, default=99)
-    ap.add_argument("--depth", type=int, default=1000)
-    args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("bpf-cost.py: needs root")
-
-    old = STATS.read_text().strip()
-    STATS.write_text("1")
+def measure_all(args):
+    """The rows of the table: our unwinders, then the kernel's walk."""
     before = set(on_sample_ids())
     profiler = Profiler(["--frequency", str(args.frequency)])
     try:
@@ -154,9 +145,22 @@ def main():
         rows.append(("frame pointers (kernel)",
                      *measure_kernel_walk("recurse-fp-nocfi", args.seconds, args.depth, args.frequency)))
     finally:
-        STATS.write_text(old)
         if raised:
             restore_max_stack(old_max)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=6)
+    ap.add_argument("--frequency", type=int, default=99)
+    ap.add_argument("--depth", type=int, default=1000)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bpf-cost.py: needs root")
+
+    with BpfStats():
+        rows = measure_all(args)
 
     print(f"| unwinder | samples | median user frames | ns per sample | ns per frame |")
     print(f"|---|---:|---:|---:|---:|")

@@ -5,7 +5,7 @@
  *     bench-fp-walk BPF_OBJECT FREQUENCY_HZ SECONDS
  *     {"samples": N, "run_time_ns": T, "user_stacks": S, "frames": F}
  *
- * Needs root and kernel.bpf_stats_enabled=1 (bench/bpf-cost.py sets both up, and
+ * Needs root and BPF run-time statistics on (bench/bpf-cost.py holds BPF_ENABLE_STATS, and sets
  * kernel.perf_event_max_stack so the walk is not cut at 127 frames). */
 
 #include <bpf/bpf.h>

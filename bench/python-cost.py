@@ -9,7 +9,7 @@ not of whatever else the machine runs; what is left of the others is measured (a
 no workload, before each interpreter) and taken out: with n samples of the workload in the
 store, c_bg the background's ns per sample and N, T the program's run count and time over
 the window, ns per sample = (T - (N - n) * c_bg) / n. The kernel's own accounting
-(kernel.bpf_stats_enabled: run_time_ns / run_cnt of the profiler's on_sample) gives T and N.
+(BPF_ENABLE_STATS: run_time_ns / run_cnt of the profiler's on_sample) gives T and N.
 
 3.11+ run Python-to-Python calls in one eval-loop activation, so D adds Python frames only;
 up to 3.10 every Python call is also a few native frames (the eval loop and its callers),
@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 from conftest import WORKLOADS, Profiler  # noqa: E402
+from reportlib import BpfStats  # noqa: E402
 
-STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 CPYTHON, NATIVE = 5, 1
 
 SCRIPT = r'''
@@ -145,6 +145,25 @@ def default_pythons():
     return out
 
 
+def measure_pythons(args, depths, pythons, script):
+    """The native baseline and each interpreter's rows, under one profiler."""
+    before = set(on_sample_ids())
+    profiler = Profiler(["--frequency", str(args.frequency)])
+    results = []
+    try:
+        new = sorted(set(on_sample_ids()) - before)
+        if len(new) != 1:
+            sys.exit(f"python-cost.py: cannot tell the profiler's on_sample program (new: {new})")
+        native = measure(profiler, new[0], lambda d, sec: [str(WORKLOADS / "recurse"), str(sec), str(d)],
+                         depths, args.seconds, args.copies)
+        for py in pythons:
+            results.append((py, *measure(profiler, new[0], lambda d, sec, py=py: [py, str(script), str(d), str(sec)],
+                                         depths, args.seconds, args.copies)))
+    finally:
+        profiler.stop()
+    return native, results
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=6)
@@ -165,23 +184,10 @@ def main():
     script = tmp / "recurse.py"
     script.write_text(SCRIPT)
     script.chmod(0o644)
-    old = STATS.read_text().strip()
-    STATS.write_text("1")
-    before = set(on_sample_ids())
-    profiler = Profiler(["--frequency", str(args.frequency)])
-    results = []
     try:
-        new = sorted(set(on_sample_ids()) - before)
-        if len(new) != 1:
-            sys.exit(f"python-cost.py: cannot tell the profiler's on_sample program (new: {new})")
-        native = measure(profiler, new[0], lambda d, sec: [str(WORKLOADS / "recurse"), str(sec), str(d)],
-                         depths, args.seconds, args.copies)
-        for py in pythons:
-            results.append((py, *measure(profiler, new[0], lambda d, sec, py=py: [py, str(script), str(d), str(sec)],
-                                         depths, args.seconds, args.copies)))
+        with BpfStats():
+            native, results = measure_pythons(args, depths, pythons, script)
     finally:
-        profiler.stop()
-        STATS.write_text(old)
         script.unlink()
         tmp.rmdir()
 

@@ -7,7 +7,7 @@ pointers (tests/workloads/deepchain.c, one copy per CPU).
 One profiler (`ebpf-profiler run`, private bus) for the three rates: Loader1.SetFrequency
 switches the rate, then after a settling second a window of W seconds is measured:
 
-- eBPF: the run time of the profiler's own BPF programs (kernel.bpf_stats_enabled:
+- eBPF: the run time of the profiler's own BPF programs (BPF_ENABLE_STATS:
   run_time_ns of on_sample, plus the fork/exec/exit hooks, which this workload hardly calls);
 - daemons: the CPU time of the loader, symbolizer, collector and exporter over the window, from
   /proc/PID/task/*/schedstat (time on CPU in ns, summed over the threads); utime + stime of

@@ -13,7 +13,7 @@ the first frequency perf also runs with the largest copy it allows (dwarf,65528)
 the root at eight times the data.
 
 Per tool:
-- CPU: ours = the run time of its eBPF programs (kernel.bpf_stats_enabled) + the four daemons'
+- CPU: ours = the run time of its eBPF programs (BPF_ENABLE_STATS) + the four daemons'
   utime+stime over the profiled window (start-up not included, it is reported apart), in two
   windows on one profiler: "first sight" (the workload's unwind tables are extracted and its
   symbols read in the window) and "steady" (the same workload again); perf =

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: MIT
 """Helpers shared by the report sections of bench/run (bench/report-*.py): the profiler started
 as the end-to-end tests start it (tests/integration/conftest.py: `ebpf-profiler run` on a
-private bus), the eBPF programs it loaded and their run time (kernel.bpf_stats_enabled), the CPU
+private bus), the eBPF programs it loaded and their run time (BPF_ENABLE_STATS), the CPU
 time of its daemons, the workloads of the build tree, the machine description, JSON output."""
+import ctypes
 import json
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -14,7 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 from conftest import BUILD, CLI, WORKLOADS, Profiler, otlp_endpoint  # noqa: E402,F401
 
-STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
+SYS_BPF = 321  # x86-64
+BPF_ENABLE_STATS = 32
+BPF_STATS_RUN_TIME = 0
 DAEMONS = ["ebpf-profiler-loader", "ebpf-profiler-symbolizer", "ebpf-profiler-collector",
            "ebpf-profiler-exporter"]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -36,15 +40,24 @@ def bpf_progs():
 
 
 class BpfStats:
-    """kernel.bpf_stats_enabled on for the duration (restored on exit)."""
+    """The kernel's BPF run-time accounting on for the duration: bpf(BPF_ENABLE_STATS) holds it
+    on while its descriptor is open, counted per holder, so benchmarks running at once (the
+    smoke tests' two workers) never switch it off under each other, and a killed benchmark
+    leaves nothing behind. Writing kernel.bpf_stats_enabled (one global value each saved and
+    restored) did both."""
 
     def __enter__(self):
-        self.old = STATS.read_text().strip()
-        STATS.write_text("1")
+        libc = ctypes.CDLL(None, use_errno=True)
+        attr = ctypes.create_string_buffer(struct.pack("I", BPF_STATS_RUN_TIME), 8)
+        fd = libc.syscall(SYS_BPF, BPF_ENABLE_STATS, attr, ctypes.sizeof(attr))
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"bpf(BPF_ENABLE_STATS): {os.strerror(err)}")
+        self.fd = fd
         return self
 
     def __exit__(self, *exc):
-        STATS.write_text(self.old)
+        os.close(self.fd)
 
 
 class ProfiledMachine:

@@ -271,6 +271,23 @@ class Profiler:
         wait_until(lambda: self.tables_ready(pids), f"the unwind tables of {pids or 'every file'}",
                    timeout, diagnosis=lambda: self.diagnosis(pids))
 
+    def runtime_of(self, pid):
+        """The interpreter runtime the loader found in pid ("" for none, or none yet), as
+        Loader1.OpenProcessMemory tells the symbolizer."""
+        out = self.busctl("call", "org.ebpfprofiler.Loader1", "/org/ebpfprofiler/Loader1",
+                          "org.ebpfprofiler.Loader1", "OpenProcessMemory", "u", pid)
+        return json.loads(out.split()[2])
+
+    def wait_for_runtimes(self, pids, runtime="cpython", timeout=120):
+        """Until the loader knows that each of pids runs runtime: the symbolizer has answered
+        for the file that holds it, so BPF walks its frames from here on. The answer comes
+        after the file's unwind table when the symbolizer has many files to read."""
+        def known():
+            found = {pid: self.runtime_of(pid) for pid in pids}
+            return all(r == runtime for r in found.values()), f"runtimes found: {found}"
+        wait_until(known, f"the loader to find {runtime} in {pids}", timeout,
+                   diagnosis=lambda: self.diagnosis(pids))
+
     def settle(self, pids=None, timeout=120):
         """Until everything sampled so far is in the store, names included: no table pending
         (of pids' files, with pids), no sample waiting for one, no symbol the collector still

@@ -144,6 +144,7 @@ def session(scripts):
             tids[name] = {label: int(tid) for label, tid in (line.split() for line in read_lines(p, 2))}
         pids = [p.pid for p in procs]
         profiler.wait_for_tables(pids)  # the modules the new scripts loaded (ctypes, ...)
+        profiler.wait_for_runtimes(pids)
         profiler.flush()
         baseline = {p.pid: profiler.stack_counts(p.pid) for p in procs}
         baseline.update({(threads[name].pid, tid): profiler.stack_counts(threads[name].pid, tid)

@@ -79,8 +79,9 @@ def test_python_frames(profiler, tmp_path):
     pythons = interpreters()
     assert pythons, "no CPython 3.6-3.13 on this machine"
     # The chains run until killed. Only their samples once the tables of everything they map
-    # are loaded count: before that, how far BPF gets depends on how fast the disk gives
-    # the symbolizer the files (test_python.py checks that phase).
+    # are loaded and the loader knows their runtime count: before that, how far BPF gets
+    # depends on how fast the disk gives the symbolizer the files (test_python.py checks that
+    # phase).
     procs = [(py, subprocess.Popen([str(py), str(script), "3600"], stdout=subprocess.PIPE))
              for py in pythons]
     try:
@@ -89,6 +90,7 @@ def test_python_frames(profiler, tmp_path):
             line = read_lines(p, 1)[0].split()
             codes[py] = [tuple(int(v) for v in item.split(":")) for item in line]
         profiler.wait_for_tables([p.pid for _, p in procs])
+        profiler.wait_for_runtimes([p.pid for _, p in procs])
         profiler.flush()
         baseline = {p.pid: profiler.stack_counts(p.pid) for _, p in procs}
 
