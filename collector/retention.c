@@ -443,15 +443,24 @@ static int vacuum_step(Retention *rt, Store *s) {
 /* The collector turned the checkpoint at commit off (store_set_manual_checkpoints()): copying
  * the WAL into the file is done here, once the file it makes (page_count pages) fits the size
  * limit, so the file does not grow past the limit between a write and the retention that makes
- * room for it. A WAL grown past its own limit is copied anyway. PASSIVE: never waits for
+ * room for it; and then at most every checkpoint_period_ns, since a copy costs three fsyncs
+ * (the WAL, the file, the WAL's new header), which at a low rate is most of an interval's
+ * write. A WAL grown past its own limit is copied anyway, and a file over the limit (such a
+ * copy made it so) as soon as it fits, which is when it shrinks. PASSIVE: never waits for
  * readers; they only delay it. */
-static void maybe_checkpoint(Retention *rt, Store *s) {
+static void maybe_checkpoint(Retention *rt, Store *s, uint64_t mono_ns) {
+        bool wal_full = store_wal_bytes(s) > rt->policy.max_wal_bytes;
         uint64_t total = 0;
 
-        if (rt->policy.max_bytes > 0 && store_wal_bytes(s) <= rt->policy.max_wal_bytes &&
+        if (rt->policy.max_bytes > 0 && !wal_full &&
             (store_page_bytes(s, &total, NULL) < 0 || total > rt->policy.max_bytes))
                 return;
+        if (!wal_full && rt->policy.checkpoint_period_ns > 0 && rt->last_checkpoint_ns != 0 &&
+            mono_ns - rt->last_checkpoint_ns < rt->policy.checkpoint_period_ns &&
+            !(rt->policy.max_bytes > 0 && store_db_file_bytes(s) > rt->policy.max_bytes))
+                return;
         (void) sqlite3_wal_checkpoint_v2(store_db(s), NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        rt->last_checkpoint_ns = mono_ns ?: 1;
 }
 
 /* ---- one step ---- */
@@ -529,13 +538,13 @@ int retention_step(Retention *rt, Store *s, uint64_t now_ns, uint64_t mono_ns, R
         deleted_sort(deleted);
         if (work > 0) {
                 rt->did_work = true;
-                maybe_checkpoint(rt, s);
+                maybe_checkpoint(rt, s, mono_ns);
                 return 1;
         }
 
         /* Nothing left to delete: give the freed pages back, then let the file shrink. */
         r = vacuum_step(rt, s);
-        maybe_checkpoint(rt, s);
+        maybe_checkpoint(rt, s, mono_ns);
         if (r != 0)
                 return r;
         if (rt->did_work)

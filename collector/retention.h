@@ -24,6 +24,7 @@
 #define RETENTION_DEFAULT_AGE_NS (3ULL * 24 * 3600 * 1000000000ULL)
 #define RETENTION_DEFAULT_BYTES (1ULL << 30)
 #define RETENTION_DEFAULT_GC_PERIOD_NS (10ULL * 60 * 1000000000ULL)
+#define RETENTION_DEFAULT_CHECKPOINT_PERIOD_NS (30ULL * 1000000000ULL)
 #define RETENTION_BATCH_SAMPLES 20000
 #define RETENTION_BATCH_STACKS 5000
 #define RETENTION_BATCH_INTERVALS 1000
@@ -38,12 +39,18 @@ typedef struct RetentionPolicy {
         /* With a size limit, the WAL is copied into the file only when the file then fits,
          * or the WAL is larger than this. */
         uint64_t max_wal_bytes;
+        /* A WAL within its bound, whose copy would fit, is copied at most this often, unless
+         * the file is over the size limit (a copy is what lets it shrink); 0: at every run.
+         * Each copy costs three fsyncs; the WAL is synced only then (synchronous=NORMAL), so
+         * this is also how much a power loss can take. */
+        uint64_t checkpoint_period_ns;
 } RetentionPolicy;
 
 #define RETENTION_POLICY_DEFAULT                                                       \
         ((RetentionPolicy) { .max_age_ns = RETENTION_DEFAULT_AGE_NS,                   \
                              .max_bytes = RETENTION_DEFAULT_BYTES,                     \
-                             .gc_period_ns = RETENTION_DEFAULT_GC_PERIOD_NS })
+                             .gc_period_ns = RETENTION_DEFAULT_GC_PERIOD_NS,           \
+                             .checkpoint_period_ns = RETENTION_DEFAULT_CHECKPOINT_PERIOD_NS })
 
 typedef struct RetentionCounters {
         uint64_t intervals, samples, stacks, frames, processes, files; /* rows deleted */
@@ -77,6 +84,7 @@ typedef struct Retention {
         bool gc_wanted;        /* samples were deleted since the last garbage collection */
         int64_t gc_cursor;     /* stacks: the last id looked at */
         uint64_t last_gc_ns;   /* CLOCK_MONOTONIC */
+        uint64_t last_checkpoint_ns; /* CLOCK_MONOTONIC, 0: none yet */
         bool did_work;         /* this run deleted something (the caller recomputes totals) */
 } Retention;
 

@@ -794,10 +794,14 @@ uint64_t store_wal_bytes(const Store *s) {
         return (uint64_t) st.st_size;
 }
 
-uint64_t store_file_bytes(const Store *s) {
+uint64_t store_db_file_bytes(const Store *s) {
         struct stat st;
 
-        return (stat(s->path, &st) == 0 ? (uint64_t) st.st_size : 0) + store_wal_bytes(s);
+        return stat(s->path, &st) == 0 ? (uint64_t) st.st_size : 0;
+}
+
+uint64_t store_file_bytes(const Store *s) {
+        return store_db_file_bytes(s) + store_wal_bytes(s);
 }
 
 int store_read_stats(Store *s, StoreStats *ret) {

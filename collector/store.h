@@ -102,9 +102,10 @@ void store_stats_add_interval(StoreStats *stats, uint64_t start_ns, uint64_t end
 /* Bytes of all pages (page_count: the file's size once the WAL is checkpointed) and of the
  * pages in use (page_count - freelist_count: what the size limit counts). Either may be NULL. */
 int store_page_bytes(Store *s, uint64_t *ret_total, uint64_t *ret_used);
-/* Size of the file plus its WAL on disk, and of the WAL alone. */
+/* Size of the file plus its WAL on disk, of the WAL alone, and of the file alone. */
 uint64_t store_file_bytes(const Store *s);
 uint64_t store_wal_bytes(const Store *s);
+uint64_t store_db_file_bytes(const Store *s);
 /* Turns the checkpoint at commit off (the caller checkpoints, see retention_step()) and
  * truncates the WAL back to wal_bytes after each checkpoint. */
 void store_set_manual_checkpoints(Store *s, uint64_t wal_bytes);

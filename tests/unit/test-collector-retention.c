@@ -489,6 +489,64 @@ static void test_cached_ids(void) {
         ep_clock_set(NULL);
 }
 
+/* An interval written into a store far from its limit stays in the WAL until the checkpoint
+ * period is over (a copy costs three fsyncs), readers see it all along; a WAL past its own
+ * bound is copied within the period. */
+static void test_checkpoint_period(void) {
+        const uint64_t period = 30ULL * NSEC_PER_SEC;
+        char path[256], wal[300];
+        uint64_t file;
+        uint32_t next = 0;
+        Collector c;
+        sqlite3 *db;
+
+        ep_clock_set(tests_clock);
+        snprintf(path, sizeof(path), "%s/checkpoint.db", dir);
+        snprintf(wal, sizeof(wal), "%s-wal", path);
+        setup_collector(&c, path,
+                        &(RetentionPolicy) { .max_bytes = 64ULL << 20, .checkpoint_period_ns = period });
+
+        /* new stacks every interval: every interval adds pages */
+        for (uint32_t k = 0; k < 50; k++, next++)
+                feed_trace(&c, next, 100 + next % 300);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_OK(collector_retention_run(&c)); /* the first one is copied at once */
+        file = file_size(path);
+        ASSERT_TRUE(file > 0);
+
+        for (unsigned i = 0; i < 5; i++) {
+                tests_clock_advance(5 * NSEC_PER_SEC);
+                for (uint32_t k = 0; k < 50; k++, next++)
+                        feed_trace(&c, next, 100 + next % 300);
+                ASSERT_OK(collector_close_interval(&c, NULL));
+                ASSERT_OK(collector_retention_run(&c));
+                ASSERT_TRUE(file_size(path) == file); /* in the WAL */
+        }
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM intervals") == 6);
+        sqlite3_close(db);
+
+        tests_clock_advance(period);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_OK(collector_retention_run(&c));
+        ASSERT_TRUE(file_size(path) > file); /* the period is over: copied */
+
+        /* Within the next period, only the WAL's bound makes a copy, and the WAL stays within
+         * it and one interval. */
+        file = file_size(path);
+        for (unsigned i = 0; i < 2000 && file_size(path) == file; i++) {
+                for (uint32_t k = 0; k < 200; k++, next++)
+                        feed_trace(&c, next, 100 + next % 300);
+                ASSERT_OK(collector_close_interval(&c, NULL));
+                ASSERT_OK(collector_retention_run(&c));
+                ASSERT_TRUE(file_size(wal) <= c.retention.policy.max_wal_bytes + (1ULL << 20));
+        }
+        ASSERT_TRUE(file_size(path) > file);
+        check_consistent(path);
+        collector_done(&c);
+        ep_clock_set(NULL);
+}
+
 /* Adds what the writer reported on fd (a byte per interval written, non-blocking) to *n. */
 static unsigned intervals_reported(int fd, unsigned *n) {
         char buf[64];
@@ -559,6 +617,7 @@ int main(void) {
         test_age();
         test_cached_ids();
         test_size();
+        test_checkpoint_period();
         test_crash();
         test_migrate_v1();
 
