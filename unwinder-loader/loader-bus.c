@@ -364,6 +364,8 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "t", l->mapping_overflows);
         if (streq(property, "StackCopies"))
                 return sd_bus_message_append(reply, "t", l->stack_copies);
+        if (streq(property, "TracesConvertedBefore"))
+                return sd_bus_message_append(reply, "t", l->trace_cache ? trace_cache_stats(l->trace_cache).hits : 0);
         if (streq(property, "LoaderUnwinds"))
                 return sd_bus_message_append(reply, "t", l->user_unwinds);
         if (streq(property, "DeferredSamples"))
@@ -478,6 +480,7 @@ static const sd_bus_vtable loader_vtable[] = {
         SD_BUS_PROPERTY("PythonCounters", "a{st}", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("MappingOverflows", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("StackCopies", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("TracesConvertedBefore", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LoaderUnwinds", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("DeferredSamples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("DeferredExpired", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -522,7 +525,7 @@ void loader_bus_emit_changes(Loader *l) {
                 { "TablesLoaded", "PendingTables" },
                 { "TableBytes", "TableRequests", "TableErrors", "UnwindRules", "FramePointerFiles" },
                 { "MappingOverflows", "StackCopies", "LoaderUnwinds", "DeferredSamples", "DeferredExpired",
-                  "WaitingSamples" },
+                  "WaitingSamples", "TracesConvertedBefore" },
         };
         uint64_t c[EP_BPF_CNT_MAX], now[ELEMENTSOF(l->published)];
         const char *names[64];
@@ -550,7 +553,9 @@ void loader_bus_emit_changes(Loader *l) {
         now[9] = (uint64_t) ts.loaded << 32 | ts.pending;
         now[10] = hash_values((const uint64_t[]) { ts.bytes, ts.requests, ts.errors, ts.rules, ts.fp_only }, 5);
         now[11] = hash_values((const uint64_t[]) { l->mapping_overflows, l->stack_copies, l->user_unwinds,
-                                                   l->deferred_total, l->deferred_expired, l->n_deferred }, 6);
+                                                   l->deferred_total, l->deferred_expired, l->n_deferred,
+                                                   l->trace_cache ? trace_cache_stats(l->trace_cache).hits : 0 },
+                              7);
 
         for (size_t g = 0; g < ELEMENTSOF(groups); g++) {
                 if (now[g] == l->published[g])

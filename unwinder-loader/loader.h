@@ -15,12 +15,17 @@
 #include "shm-ring.h"
 #include "symbolizer-client.h"
 #include "tables.h"
+#include "trace-cache.h"
 #include "wire.h"
 
 #define LOADER_TRACE_RING_SIZE (8u << 20)
 #define LOADER_FREQUENCY_DEFAULT 20u
 #define LOADER_FREQUENCY_MAX 10000u
 #define LOADER_UNLOAD_DELAY_DEFAULT_NS (60 * NSEC_PER_SEC)
+/* trace-cache.h: conversions of stacks seen before; 1 MiB holds ~1,500 stacks of 28 frames or
+ * ~100 of 430 */
+#define LOADER_TRACE_CACHE_SLOTS 1024u
+#define LOADER_TRACE_CACHE_BYTES (1u << 20)
 
 struct Deferred;
 
@@ -92,6 +97,7 @@ typedef struct Loader {
         uint64_t interp_unplaced_dropped; /* interpreter frames a loader unwind found no place for */
         uint64_t interp_orphaned;  /* interpreter frames of a process that runs no runtime any more */
 
+        TraceCache *trace_cache;       /* NULL: every sample converted anew */
         EpFrame frames[EP_MAX_FRAMES]; /* conversion scratch */
         uint64_t counters[EP_BPF_CNT_MAX]; /* loader-bus.c: the BPF counters, as last read */
         uint64_t counters_read_ns;

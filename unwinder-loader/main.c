@@ -372,6 +372,7 @@ static void loader_done(Loader *l) {
         ep_tables_free(l->tables);
         ep_bpf_free(l->bpf);
         ep_ring_free(l->ring);
+        trace_cache_free(l->trace_cache);
         free(l->proc_scratch);
         free(l->last_error);
         ep_daemon_done(&l->daemon);
@@ -402,6 +403,8 @@ int main(int argc, char **argv) {
         r = ep_proc_table_new("/proc", l->boot_to_realtime_ns, &l->procs);
         if (r >= 0)
                 r = ep_ring_create("ebpf-profiler-traces", LOADER_TRACE_RING_SIZE, &l->ring);
+        if (r >= 0)
+                r = trace_cache_new(LOADER_TRACE_CACHE_SLOTS, LOADER_TRACE_CACHE_BYTES, &l->trace_cache);
         if (r < 0) {
                 log_error_errno(r, "Cannot allocate the loader's tables and trace ring: %m");
                 goto finish;

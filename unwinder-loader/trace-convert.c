@@ -221,15 +221,96 @@ static unsigned splice_interp_frames(Loader *l, const EpProcess *p, const uint64
         return r.n;
 }
 
+/* The state of p a conversion of its frames holds in (trace-cache.h); false when it cannot be
+ * told apart from another process's (no start time). */
+static bool trace_state(const Loader *l, const EpProcess *p, TraceCacheState *ret) {
+        if (!l->trace_cache || p->start_time_ns == 0)
+                return false;
+        *ret = (TraceCacheState) {
+                .pid = p->pid,
+                .start_time_ns = p->start_time_ns,
+                .maps_gen = p->maps_gen,
+                .runtime = p->runtime,
+                .runtime_version = p->runtime_version,
+                .ring_gen = l->ring_gen,
+        };
+        return true;
+}
+
+/* BPF's user slots (or the loader's own unwind) as trace frames, into out (room for nu):
+ * returns how many, with *ret_n_interp of them interpreter frames. *ret_pure: they depend on
+ * nothing but the process's state trace-cache.h keys conversions by (no mapping read again,
+ * every frame in a known file or the runtime's, no table asked for), so they may be kept. */
+static unsigned convert_user_frames(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, const uint64_t *user,
+                                    unsigned nu, bool *refreshed, EpFrame *out, unsigned *ret_n_interp,
+                                    bool *ret_pure) {
+        unsigned n = 0, n_interp = 0;
+        bool pure = !*refreshed;
+
+        for (unsigned i = 0; i < nu; i++) {
+                uint64_t raw = user[i], pc = raw & EP_BPF_FRAME_ADDR_MASK;
+                unsigned uflags = (unsigned) (raw >> EP_BPF_FRAME_FLAGS_SHIFT);
+                bool ra = uflags & EP_UNWIND_F_RETURN_ADDRESS;
+                EpFrame *f = &out[n++];
+
+                if (uflags & EP_BPF_FRAME_F_RUNTIME) {
+                        /* An interpreter frame of the process's runtime: two slots (bpf/profiler.h). */
+                        int64_t off = i + 1 < nu ? (int64_t) user[i + 1] : 0;
+
+                        i++;
+                        if (!p->runtime) {
+                                /* The process left its runtime (exec) after BPF sampled it. */
+                                if (l->interp_orphaned++ == 0)
+                                        log_notice("Process %d: interpreter frames of a process that runs no "
+                                                   "interpreter any more are left out (frames-orphaned).",
+                                                   (int) p->pid);
+                                n--;
+                                pure = false;
+                                continue;
+                        }
+                        *f = (EpFrame) { .addr = p->runtime->frame_addr(pc, off), .kind = p->runtime->frame_kind };
+                        n_interp++;
+                        continue;
+                }
+                /* A return address points after the call: look up the call instruction's byte,
+                 * which is in the caller's mapping even when the call ends it. */
+                const EpMapping *m = resolve(l, p, ra ? pc - 1 : pc, s->time_ns, refreshed);
+
+                *f = (EpFrame) {
+                        .addr = pc,
+                        .kind = EP_FRAME_UNMAPPED,
+                        .flags = (ra ? EP_FRAME_FLAG_RETURN_ADDRESS : 0) |
+                                 (uflags & EP_UNWIND_F_AFTER_FP_STEP ? EP_FRAME_FLAG_FP_STEP : 0),
+                };
+                if (m && m->file_key) {
+                        f->kind = EP_FRAME_NATIVE;
+                        f->file_key = m->file_key;
+                        f->addr = pc - m->start + m->pgoff;
+                } else
+                        pure = false;
+                if (uflags & EP_UNWIND_F_AFTER_FP_STEP)
+                        pure = false;
+                /* This frame was reached by a frame-pointer step: the frame below it had no
+                 * table. Ask for that table before the ones no sample needed yet. */
+                if ((uflags & EP_UNWIND_F_AFTER_FP_STEP) && n >= 2 && out[n - 2].kind == EP_FRAME_NATIVE)
+                        ep_tables_hint_needed(l->tables, out[n - 2].file_key);
+        }
+        *ret_n_interp = n_interp;
+        *ret_pure = pure && !*refreshed;
+        return n;
+}
+
 /* Converts one sample and pushes it to the trace ring. With a stack copy, the loader unwinds
  * it again and keeps whichever unwind got further. Returns 1 (and sends nothing) when that
  * unwind waits for a table and allow_wait is set; *ret_waiting is that table's file key. */
 static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, const struct ep_bpf_stack_copy *copy,
                        bool allow_wait, uint32_t *ret_waiting) {
-        unsigned nk = s->n_kernel, nu = s->n_user, n;
+        unsigned nk = s->n_kernel, nu = s->n_user, n, n_user = 0, n_interp = 0;
         const uint64_t *user = (const uint64_t *) s->frames + nk;
         unsigned stop = s->stop_reason;
-        bool refreshed = false;
+        bool refreshed = false, from_bpf = true, pure = false, keep = false;
+        const EpFrame *cached = NULL;
+        TraceCacheState state;
         EpTraceMsg *msg;
         size_t len;
 
@@ -266,67 +347,34 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
                                 user = l->user_frames;
                                 nu = un;
                         }
+                        from_bpf = false;
                         stop = (unsigned) us;
                         l->user_unwinds++;
                 }
         }
-        n = nk;
-
         for (unsigned i = 0; i < nk; i++)
                 l->frames[i] = (EpFrame) { .addr = s->frames[i], .kind = EP_FRAME_KERNEL };
-        for (unsigned i = 0; i < nu; i++) {
-                uint64_t raw = user[i], pc = raw & EP_BPF_FRAME_ADDR_MASK;
-                unsigned uflags = (unsigned) (raw >> EP_BPF_FRAME_FLAGS_SHIFT);
-                bool ra = uflags & EP_UNWIND_F_RETURN_ADDRESS;
-                EpFrame *f = &l->frames[n++];
-
-                if (uflags & EP_BPF_FRAME_F_RUNTIME) {
-                        /* An interpreter frame of the process's runtime: two slots (bpf/profiler.h). */
-                        int64_t off = i + 1 < nu ? (int64_t) user[i + 1] : 0;
-
-                        i++;
-                        if (!p->runtime) {
-                                /* The process left its runtime (exec) after BPF sampled it. */
-                                if (l->interp_orphaned++ == 0)
-                                        log_notice("Process %d: interpreter frames of a process that runs no "
-                                                   "interpreter any more are left out (frames-orphaned).",
-                                                   (int) p->pid);
-                                n--;
-                                continue;
-                        }
-                        *f = (EpFrame) { .addr = p->runtime->frame_addr(pc, off), .kind = p->runtime->frame_kind };
-                        l->interp_frames_sent++;
-                        continue;
-                }
-                /* A return address points after the call: look up the call instruction's byte,
-                 * which is in the caller's mapping even when the call ends it. */
-                const EpMapping *m = resolve(l, p, ra ? pc - 1 : pc, s->time_ns, &refreshed);
-
-                *f = (EpFrame) {
-                        .addr = pc,
-                        .kind = EP_FRAME_UNMAPPED,
-                        .flags = (ra ? EP_FRAME_FLAG_RETURN_ADDRESS : 0) |
-                                 (uflags & EP_UNWIND_F_AFTER_FP_STEP ? EP_FRAME_FLAG_FP_STEP : 0),
-                };
-                if (m && m->file_key) {
-                        f->kind = EP_FRAME_NATIVE;
-                        f->file_key = m->file_key;
-                        f->addr = pc - m->start + m->pgoff;
-                }
-                /* This frame was reached by a frame-pointer step: the frame below it had no
-                 * table. Ask for that table before the ones no sample needed yet. */
-                if ((uflags & EP_UNWIND_F_AFTER_FP_STEP) && n >= nk + 2 && l->frames[n - 2].kind == EP_FRAME_NATIVE)
-                        ep_tables_hint_needed(l->tables, l->frames[n - 2].file_key);
+        /* BPF's own frames, in a state of the process they were converted in before: copied. */
+        if (from_bpf && trace_state(l, p, &state))
+                cached = trace_cache_find(l->trace_cache, &state, user, nu, &n_user, &n_interp);
+        if (cached)
+                memcpy(l->frames + nk, cached, (size_t) n_user * sizeof *cached);
+        else {
+                n_user = convert_user_frames(l, p, s, user, nu, &refreshed, l->frames + nk, &n_interp, &pure);
+                keep = from_bpf && pure && trace_state(l, p, &state);
         }
+        l->interp_frames_sent += n_interp;
+        n = nk + n_user;
 
         /* The user stack ended early: say why, as the outermost frame. */
         if (nu > 0 && stop != EP_STOP_OK && stop != EP_STOP_NO_USER_REGS && n < EP_MAX_FRAMES)
                 l->frames[n++] = (EpFrame) { .addr = stop, .kind = EP_FRAME_ABORT };
 
-        /* Announcements first: the consumer must know every key and the pid before the trace. */
+        /* Announcements first: the consumer must know every key and the pid before the trace.
+         * A kept conversion was sent in this ring generation: its files were announced. */
         if (announce_process(l, p) < 0)
                 return -ENOBUFS;
-        for (unsigned i = nk; i < n; i++)
+        for (unsigned i = nk; i < n && !cached; i++)
                 if (l->frames[i].kind == EP_FRAME_NATIVE && announce_file(l, l->frames[i].file_key) < 0)
                         return -ENOBUFS;
 
@@ -351,6 +399,8 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
         ep_ring_commit(l->ring);
         l->ring_dirty = true;
         l->traces_sent++;
+        if (keep) /* only once sent: its announcements are in the ring */
+                trace_cache_add(l->trace_cache, &state, user, nu, l->frames + nk, n_user, n_interp);
         return 0;
 }
 

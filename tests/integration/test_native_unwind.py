@@ -361,6 +361,17 @@ def test_our_workload_has_the_exact_chain_down_to_the_root(profiler, namer, name
     assert_share(prof, OURS[name], COMPLETE, f"{name}: carrying the exact expected chain")
 
 
+def test_a_repeated_stack_is_converted_once(profiler, namer):
+    """The loader keeps its conversion of a stack (trace-cache.c): deepchain repeats one chain
+    (a few leaf PCs), so most of its samples are copies of an earlier conversion, and the
+    copies carry the exact chain like the conversions do."""
+    before = profiler.prop("Loader", "TracesConvertedBefore")
+    prof = profile_ours(profiler, namer, "deepchain")
+    copied = profiler.prop("Loader", "TracesConvertedBefore") - before
+    assert copied >= prof.total // 2, f"{copied} traces copied for {prof.total} samples of deepchain"
+    assert_share(prof, OURS["deepchain"], COMPLETE, "deepchain: carrying the exact expected chain")
+
+
 def test_threads_each_thread_has_its_own_chain(profiler, namer):
     prof = profile_ours(profiler, namer, "threads")
     by_chain = {}
