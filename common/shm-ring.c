@@ -37,9 +37,35 @@ struct EpRing {
         uint64_t pending_head; /* producer: end of the reserved record */
         uint64_t pending_tail; /* consumer: end of the peeked record */
         uint64_t released;     /* producer: the pages of positions before this were given back */
+        uint64_t released_bytes; /* producer: how many bytes of pages were given back */
         size_t release_chunk;  /* producer: pages are given back this many bytes at a time */
+        size_t window;         /* producer: the first bytes of the data area, never given back */
+        uint8_t *dirty;        /* producer: a bit per chunk written since it was given back */
         bool release_failed;   /* producer: the memfd cannot punch holes; keep everything */
 };
+
+/* The producer's side of giving pages back: chunks of 256 KiB (a quarter of a small ring), the
+ * first two of them the window. all_dirty: pages may be in memory that this side did not
+ * write (a ring made by a peer). */
+static int release_setup(EpRing *r, bool all_dirty) {
+        size_t n_chunks;
+
+        r->release_chunk = MIN(RING_RELEASE_CHUNK, r->data_size / 4);
+        r->window = 2 * r->release_chunk;
+        n_chunks = r->data_size / r->release_chunk;
+        r->dirty = calloc((n_chunks + 7) / 8, 1);
+        if (!r->dirty)
+                return -ENOMEM;
+        if (all_dirty)
+                memset(r->dirty, 0xff, (n_chunks + 7) / 8);
+        return 0;
+}
+
+/* The chunks of data offsets [off, off + n) outside the window were written. */
+static void mark_written(EpRing *r, size_t off, size_t n) {
+        for (size_t c = MAX(off, r->window) / r->release_chunk; c * r->release_chunk < off + n; c++)
+                r->dirty[c / 8] |= (uint8_t) (1u << (c % 8));
+}
 
 static size_t round_pow2(size_t n) {
         size_t p = RING_MIN_DATA;
@@ -86,7 +112,9 @@ int ep_ring_create(const char *name, size_t data_size, EpRing **ret) {
         r->shared->magic = RING_MAGIC;
         r->shared->header_size = RING_HEADER_SIZE;
         r->shared->data_size = r->data_size;
-        r->release_chunk = MIN(RING_RELEASE_CHUNK, r->data_size / 4);
+        r_ = release_setup(r, false);
+        if (r_ < 0)
+                return r_;
         *ret = TAKE_PTR(r);
         return 0;
 }
@@ -128,7 +156,9 @@ int ep_ring_attach(int memfd, int eventfd_, EpRing **ret) {
         r->pending_head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
         r->pending_tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
         r->released = r->pending_tail;
-        r->release_chunk = MIN(RING_RELEASE_CHUNK, r->data_size / 4);
+        r_ = release_setup(r, true);
+        if (r_ < 0)
+                return r_;
         *ret = TAKE_PTR(r);
         return 0;
 }
@@ -140,6 +170,7 @@ EpRing *ep_ring_free(EpRing *r) {
                 munmap(r->shared, r->map_size);
         close_nointr(r->memfd);
         close_nointr(r->eventfd);
+        free(r->dirty);
         free(r);
         return NULL;
 }
@@ -162,14 +193,16 @@ static void count_drop(EpRing *r) {
 }
 
 /* Gives the pages of consumed records back to the kernel (a hole punched in the memfd), so a
- * ring holds in memory only what is unread plus up to two chunks, whatever its size: without
- * this every page of a ring stays resident in both peers once the positions went round it.
- * The producer does it, not the consumer: positions below tail are read and done with, and
- * nobody but the producer writes their pages again -- later, after this returns (the kernel
- * then hands it fresh zero pages). Only the free space is released: positions [head - size,
- * tail), whose pages are those of the positions [head, tail + size) not written yet; a position
- * below head - size shares its page with one below head, which may be unread. Whole chunks
- * only, at most one call per chunk the consumer goes through. */
+ * ring holds in memory only its window (the first two chunks) and what is unread, plus up to
+ * two chunks, whatever its size: without this every page of a ring stays resident in both
+ * peers once the positions went round it. The producer does it, not the consumer: positions
+ * below tail are read and done with, and nobody but the producer writes their pages again --
+ * later, after this returns (the kernel then hands it fresh zero pages). Only the free space is
+ * released: positions [head - size, tail), whose pages are those of the positions [head, tail +
+ * size) not written yet; a position below head - size shares its page with one below head,
+ * which may be unread. Whole chunks only, one call per chunk the consumer goes through. The
+ * window stays: a producer whose consumer keeps up writes in it (ep_ring_reserve()), and a
+ * page given back costs a fault, a zeroed page and this call when it is written again. */
 static void release_consumed(EpRing *r, uint64_t head, uint64_t tail) {
         uint64_t chunk = r->release_chunk, start, end;
 
@@ -180,15 +213,18 @@ static void release_consumed(EpRing *r, uint64_t head, uint64_t tail) {
         end = tail / chunk * chunk;
         if (end <= start)
                 return;
-        while (start < end) {
-                size_t off = start & (r->data_size - 1), n = MIN(end - start, r->data_size - off);
+        for (; start < end; start += chunk) {
+                size_t off = start & (r->data_size - 1), c = off / chunk;
 
+                if (off < r->window || !(r->dirty[c / 8] & (1u << (c % 8))))
+                        continue; /* the window, or a hole already (padding only) */
                 if (fallocate(r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                              (off_t) (RING_HEADER_SIZE + off), (off_t) n) < 0) {
+                              (off_t) (RING_HEADER_SIZE + off), (off_t) chunk) < 0) {
                         r->release_failed = true; /* e.g. a seccomp filter: memory as before */
                         return;
                 }
-                start += n;
+                r->dirty[c / 8] &= (uint8_t) ~(1u << (c % 8));
+                r->released_bytes += chunk;
         }
         r->released = end;
 }
@@ -210,6 +246,25 @@ void *ep_ring_reserve(EpRing *r, uint16_t type, uint32_t len) {
         contiguous = r->data_size - off;
         if (contiguous < total)
                 pad = contiguous; /* records never straddle the end: pad to it and wrap */
+        else if (head == tail && off >= r->window / 2 && total <= off) {
+                /* All read, and past half the window: wrap early, so that the batch this record
+                 * starts is written in pages that are in memory (the window's) unless it is
+                 * larger than half the window. The padding is published on its own and stepped
+                 * over here (the consumer has nothing to read, so tail is ours to move; if it
+                 * stepped over the padding first, tail is there already): the ring keeps all of
+                 * its room. Consumers read tail before head, so they never see tail past head. */
+                uint64_t expected = head;
+
+                h = (EpRingRecord *) (r->data + off);
+                *h = (EpRingRecord) { .len = (uint32_t) (contiguous - REC_HDR), .type = 0 };
+                mark_written(r, off, REC_HDR);
+                head += contiguous;
+                atomic_store_explicit(&r->shared->head, head, memory_order_release);
+                (void) atomic_compare_exchange_strong_explicit(&r->shared->tail, &expected, head,
+                                                               memory_order_acq_rel, memory_order_relaxed);
+                tail = head;
+                off = 0;
+        }
         if (head - tail > r->data_size || head + pad + total - tail > r->data_size) {
                 count_drop(r);
                 return NULL;
@@ -217,9 +272,11 @@ void *ep_ring_reserve(EpRing *r, uint16_t type, uint32_t len) {
         if (pad) {
                 h = (EpRingRecord *) (r->data + off);
                 *h = (EpRingRecord) { .len = (uint32_t) (pad - REC_HDR), .type = 0 };
+                mark_written(r, off, REC_HDR);
                 head += pad;
                 off = 0;
         }
+        mark_written(r, off, total);
         h = (EpRingRecord *) (r->data + off);
         *h = (EpRingRecord) { .len = len, .type = type };
         r->pending_head = head + total;
@@ -271,8 +328,10 @@ static int ring_record_at(const EpRing *r, uint64_t tail, uint64_t head, EpRingR
 }
 
 int ep_ring_peek(EpRing *r, EpRingRecord *ret_header, const void **ret_payload) {
+        /* tail first: the producer moves it over an early wrap's padding after publishing a
+         * head past it (ep_ring_reserve()). */
+        uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
         uint64_t head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
-        uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_relaxed);
 
         for (;;) {
                 EpRingRecord h;
@@ -322,11 +381,14 @@ uint64_t ep_ring_reset(EpRing *r) {
 uint64_t ep_ring_records_written(const EpRing *r) {
         return atomic_load_explicit(&r->shared->records_written, memory_order_relaxed);
 }
+uint64_t ep_ring_released_bytes(const EpRing *r) {
+        return r->released_bytes;
+}
 uint64_t ep_ring_records_dropped(const EpRing *r) {
         return atomic_load_explicit(&r->shared->records_dropped, memory_order_relaxed);
 }
 size_t ep_ring_bytes_used(const EpRing *r) {
+        uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire); /* see peek */
         uint64_t head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
-        uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
         return head - tail;
 }

@@ -61,3 +61,6 @@ uint64_t ep_ring_reset(EpRing *r);
 uint64_t ep_ring_records_written(const EpRing *r);
 uint64_t ep_ring_records_dropped(const EpRing *r);
 size_t ep_ring_bytes_used(const EpRing *r);
+/* Producer: bytes of consumed pages it gave back to the kernel (each costs a fault and a
+ * zeroed page when written again). */
+uint64_t ep_ring_released_bytes(const EpRing *r);

@@ -95,7 +95,7 @@ static void test_cross_process(void) {
                 uint64_t expect = 0;
                 if (ep_ring_attach(ep_ring_memfd(p), ep_ring_eventfd(p), &c) < 0)
                         _exit(2);
-                while (expect < 100000) {
+                while (expect < 500000) {
                         EpRingRecord h;
                         const void *payload;
                         int k = ep_ring_peek(c, &h, &payload);
@@ -112,7 +112,7 @@ static void test_cross_process(void) {
                 }
                 _exit(0);
         }
-        for (uint64_t i = 0; i < 100000;)
+        for (uint64_t i = 0; i < 500000;)
                 if (ep_ring_push(p, 9, &i, sizeof i) == 0)
                         i++;
         ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -158,9 +158,9 @@ static void pop_seq(EpRing *c, uint64_t seq) {
 }
 
 static void test_consumed_pages_released(void) {
-        /* 8 MiB through a 1 MiB ring whose consumer keeps up: the ring must end with about
-         * what is unread in memory (pages given back 256 KiB at a time), not all of it, and
-         * every record must arrive intact. */
+        /* 8 MiB through a 1 MiB ring whose consumer keeps up: writing stays in the ring's
+         * window (its first two 256 KiB chunks), so no page is given back and faulted in again,
+         * and the ring holds no more than that in memory; every record arrives intact. */
         _cleanup_ring_ EpRing *p = NULL, *c = NULL;
         uint64_t seq = 0, next = 0;
 
@@ -173,6 +173,53 @@ static void test_consumed_pages_released(void) {
                         pop_seq(c, next++);
         }
         ASSERT_TRUE(resident(p) <= 2 * 256 * 1024 + 4096);
+        ASSERT_EQ(ep_ring_released_bytes(p), 0u);
+        ASSERT_EQ(ep_ring_records_dropped(p), 0u);
+
+        /* The early wraps that keep it there take none of its room: the producer steps over
+         * its own padding, so a record written into the empty ring is all that is unread,
+         * wrap or not (2,000 KB: four times round the window). */
+        for (int i = 0; i < 2000; i++) {
+                push_seq(p, seq++);
+                ASSERT_EQ(ep_ring_bytes_used(p), 1008u);
+                pop_seq(c, next++);
+        }
+        ASSERT_EQ(ep_ring_released_bytes(p), 0u);
+
+        /* And a consumer that stops leaves the whole ring to fill (but for the padding of one
+         * wrap at its end). */
+        {
+                uint64_t room = 0;
+
+                while (ep_ring_bytes_used(p) + 1008 <= ep_ring_data_size(p) &&
+                       ep_ring_reserve(p, 1, 1000) != NULL) {
+                        ep_ring_commit(p);
+                        room += 1008;
+                }
+                ASSERT_TRUE(room >= ep_ring_data_size(p) - 2 * 1008);
+                for (uint64_t i = 0; i < room / 1008; i++) {
+                        EpRingRecord h;
+                        const void *payload;
+
+                        ASSERT_EQ(ep_ring_peek(c, &h, &payload), 1);
+                        ep_ring_consume(c);
+                }
+        }
+
+        /* A consumer that lags by 600 records (600 KB) makes the writes leave the window: the
+         * pages beyond it are given back once read, the window's are not. */
+        for (int i = 0; i < 600; i++)
+                push_seq(p, seq++);
+        while (seq < 16 * 1024) {
+                for (int i = 0; i < 50; i++)
+                        push_seq(p, seq++);
+                for (int i = 0; i < 50; i++)
+                        pop_seq(c, next++);
+        }
+        while (next < seq)
+                pop_seq(c, next++);
+        ASSERT_TRUE(ep_ring_released_bytes(p) > 0);
+        ASSERT_TRUE(resident(p) <= 4 * 256 * 1024 + 4096);
         ASSERT_EQ(ep_ring_records_dropped(p), 0u);
 
         /* Nearly full, then partly read, then written round into the pages the first reads
