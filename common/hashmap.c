@@ -14,6 +14,11 @@ struct EpHashmap {
         uint8_t *slots;
 };
 
+static uint64_t hash_word(uint64_t h, uint64_t w) {
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        return h ^ h >> 29;
+}
+
 uint64_t ep_hash_bytes_seeded(const void *p, size_t n, uint64_t seed) {
         /* Eight bytes per multiply (the tail zero-padded, the length mixed in), then a final
          * avalanche (splitmix64): fast and good enough for in-memory tables whose keys are not
@@ -24,14 +29,12 @@ uint64_t ep_hash_bytes_seeded(const void *p, size_t n, uint64_t seed) {
 
         for (; n >= 8; b += 8, n -= 8) {
                 memcpy(&w, b, 8);
-                h = (h ^ w) * 0xff51afd7ed558ccdULL;
-                h ^= h >> 29;
+                h = hash_word(h, w);
         }
         if (n > 0) {
                 w = 0;
                 memcpy(&w, b, n);
-                h = (h ^ w) * 0xff51afd7ed558ccdULL;
-                h ^= h >> 29;
+                h = hash_word(h, w);
         }
         h ^= h >> 30;
         h *= 0xbf58476d1ce4e5b9ULL;

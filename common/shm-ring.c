@@ -61,10 +61,22 @@ static int release_setup(EpRing *r, bool all_dirty) {
         return 0;
 }
 
+static bool chunk_dirty(const EpRing *r, size_t c) {
+        return r->dirty[c / 8] & (1u << (c % 8));
+}
+
 /* The chunks of data offsets [off, off + n) outside the window were written. */
 static void mark_written(EpRing *r, size_t off, size_t n) {
         for (size_t c = MAX(off, r->window) / r->release_chunk; c * r->release_chunk < off + n; c++)
                 r->dirty[c / 8] |= (uint8_t) (1u << (c % 8));
+}
+
+/* A wrap-padding record at off, up to the end of the data area. */
+static void write_padding(EpRing *r, size_t off) {
+        EpRingRecord *h = (EpRingRecord *) (r->data + off);
+
+        *h = (EpRingRecord) { .len = (uint32_t) (r->data_size - off - REC_HDR), .type = 0 };
+        mark_written(r, off, REC_HDR);
 }
 
 static size_t round_pow2(size_t n) {
@@ -216,7 +228,7 @@ static void release_consumed(EpRing *r, uint64_t head, uint64_t tail) {
         for (; start < end; start += chunk) {
                 size_t off = start & (r->data_size - 1), c = off / chunk;
 
-                if (off < r->window || !(r->dirty[c / 8] & (1u << (c % 8))))
+                if (off < r->window || !chunk_dirty(r, c))
                         continue; /* the window, or a hole already (padding only) */
                 if (fallocate(r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                               (off_t) (RING_HEADER_SIZE + off), (off_t) chunk) < 0) {
@@ -255,9 +267,7 @@ void *ep_ring_reserve(EpRing *r, uint16_t type, uint32_t len) {
                  * its room. Consumers read tail before head, so they never see tail past head. */
                 uint64_t expected = head;
 
-                h = (EpRingRecord *) (r->data + off);
-                *h = (EpRingRecord) { .len = (uint32_t) (contiguous - REC_HDR), .type = 0 };
-                mark_written(r, off, REC_HDR);
+                write_padding(r, off);
                 head += contiguous;
                 atomic_store_explicit(&r->shared->head, head, memory_order_release);
                 (void) atomic_compare_exchange_strong_explicit(&r->shared->tail, &expected, head,
@@ -270,9 +280,7 @@ void *ep_ring_reserve(EpRing *r, uint16_t type, uint32_t len) {
                 return NULL;
         }
         if (pad) {
-                h = (EpRingRecord *) (r->data + off);
-                *h = (EpRingRecord) { .len = (uint32_t) (pad - REC_HDR), .type = 0 };
-                mark_written(r, off, REC_HDR);
+                write_padding(r, off); /* pad == contiguous */
                 head += pad;
                 off = 0;
         }

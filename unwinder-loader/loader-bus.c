@@ -365,7 +365,7 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
         if (streq(property, "StackCopies"))
                 return sd_bus_message_append(reply, "t", l->stack_copies);
         if (streq(property, "TracesConvertedBefore"))
-                return sd_bus_message_append(reply, "t", l->trace_cache ? trace_cache_stats(l->trace_cache).hits : 0);
+                return sd_bus_message_append(reply, "t", trace_cache_stats(l->trace_cache).hits);
         if (streq(property, "LoaderUnwinds"))
                 return sd_bus_message_append(reply, "t", l->user_unwinds);
         if (streq(property, "DeferredSamples"))
@@ -554,8 +554,7 @@ void loader_bus_emit_changes(Loader *l) {
         now[10] = hash_values((const uint64_t[]) { ts.bytes, ts.requests, ts.errors, ts.rules, ts.fp_only }, 5);
         now[11] = hash_values((const uint64_t[]) { l->mapping_overflows, l->stack_copies, l->user_unwinds,
                                                    l->deferred_total, l->deferred_expired, l->n_deferred,
-                                                   l->trace_cache ? trace_cache_stats(l->trace_cache).hits : 0 },
-                              7);
+                                                   trace_cache_stats(l->trace_cache).hits }, 7);
 
         for (size_t g = 0; g < ELEMENTSOF(groups); g++) {
                 if (now[g] == l->published[g])

@@ -97,7 +97,7 @@ typedef struct Loader {
         uint64_t interp_unplaced_dropped; /* interpreter frames a loader unwind found no place for */
         uint64_t interp_orphaned;  /* interpreter frames of a process that runs no runtime any more */
 
-        TraceCache *trace_cache;       /* NULL: every sample converted anew */
+        TraceCache *trace_cache;       /* conversions of stacks seen before */
         EpFrame frames[EP_MAX_FRAMES]; /* conversion scratch */
         uint64_t counters[EP_BPF_CNT_MAX]; /* loader-bus.c: the BPF counters, as last read */
         uint64_t counters_read_ns;

@@ -78,10 +78,8 @@ const EpFrame *trace_cache_find(TraceCache *c, const TraceCacheState *st, const 
         const Conversion *v = &c->slots[h & (c->n_slots - 1)];
 
         if (!v->raw || v->hash != h || v->n_raw != n_raw || !same_state(&v->state, st) ||
-            memcmp(v->raw, raw, (size_t) n_raw * sizeof *raw) != 0) {
-                c->stats.misses++;
+            memcmp(v->raw, raw, (size_t) n_raw * sizeof *raw) != 0)
                 return NULL;
-        }
         c->stats.hits++;
         *ret_n = v->n;
         *ret_n_interp = v->n_interp;

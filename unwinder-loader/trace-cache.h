@@ -27,7 +27,7 @@ typedef struct TraceCacheState {
 } TraceCacheState;
 
 typedef struct TraceCacheStats {
-        uint64_t hits, misses, added;
+        uint64_t hits, added;
         uint64_t evicted; /* conversions freed to make room in the byte budget */
         size_t bytes;     /* held now */
 } TraceCacheStats;

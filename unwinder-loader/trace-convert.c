@@ -224,7 +224,7 @@ static unsigned splice_interp_frames(Loader *l, const EpProcess *p, const uint64
 /* The state of p a conversion of its frames holds in (trace-cache.h); false when it cannot be
  * told apart from another process's (no start time). */
 static bool trace_state(const Loader *l, const EpProcess *p, TraceCacheState *ret) {
-        if (!l->trace_cache || p->start_time_ns == 0)
+        if (p->start_time_ns == 0)
                 return false;
         *ret = (TraceCacheState) {
                 .pid = p->pid,
@@ -245,7 +245,7 @@ static unsigned convert_user_frames(Loader *l, EpProcess *p, const struct ep_bpf
                                     unsigned nu, bool *refreshed, EpFrame *out, unsigned *ret_n_interp,
                                     bool *ret_pure) {
         unsigned n = 0, n_interp = 0;
-        bool pure = !*refreshed;
+        bool pure = true;
 
         for (unsigned i = 0; i < nu; i++) {
                 uint64_t raw = user[i], pc = raw & EP_BPF_FRAME_ADDR_MASK;
@@ -308,7 +308,7 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
         unsigned nk = s->n_kernel, nu = s->n_user, n, n_user = 0, n_interp = 0;
         const uint64_t *user = (const uint64_t *) s->frames + nk;
         unsigned stop = s->stop_reason;
-        bool refreshed = false, from_bpf = true, pure = false, keep = false;
+        bool refreshed = false, from_bpf = true, have_state, pure = false;
         const EpFrame *cached = NULL;
         TraceCacheState state;
         EpTraceMsg *msg;
@@ -354,15 +354,15 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
         }
         for (unsigned i = 0; i < nk; i++)
                 l->frames[i] = (EpFrame) { .addr = s->frames[i], .kind = EP_FRAME_KERNEL };
-        /* BPF's own frames, in a state of the process they were converted in before: copied. */
-        if (from_bpf && trace_state(l, p, &state))
+        /* BPF's own frames, in a state of the process they were converted in before: copied. A
+         * pure conversion read no mappings again, so the state is still the one taken here. */
+        have_state = from_bpf && trace_state(l, p, &state);
+        if (have_state)
                 cached = trace_cache_find(l->trace_cache, &state, user, nu, &n_user, &n_interp);
         if (cached)
                 memcpy(l->frames + nk, cached, (size_t) n_user * sizeof *cached);
-        else {
+        else
                 n_user = convert_user_frames(l, p, s, user, nu, &refreshed, l->frames + nk, &n_interp, &pure);
-                keep = from_bpf && pure && trace_state(l, p, &state);
-        }
         l->interp_frames_sent += n_interp;
         n = nk + n_user;
 
@@ -399,7 +399,7 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
         ep_ring_commit(l->ring);
         l->ring_dirty = true;
         l->traces_sent++;
-        if (keep) /* only once sent: its announcements are in the ring */
+        if (have_state && !cached && pure) /* only once sent: its announcements are in the ring */
                 trace_cache_add(l->trace_cache, &state, user, nu, l->frames + nk, n_user, n_interp);
         return 0;
 }

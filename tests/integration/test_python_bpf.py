@@ -89,8 +89,9 @@ def test_python_frames(profiler, tmp_path):
         for py, p in procs:
             line = read_lines(p, 1)[0].split()
             codes[py] = [tuple(int(v) for v in item.split(":")) for item in line]
-        profiler.wait_for_tables([p.pid for _, p in procs])
-        profiler.wait_for_runtimes([p.pid for _, p in procs])
+        pids = [p.pid for _, p in procs]
+        profiler.wait_for_tables(pids)
+        profiler.wait_for_runtimes(pids)
         profiler.flush()
         baseline = {p.pid: profiler.stack_counts(p.pid) for _, p in procs}
 
