@@ -23,6 +23,7 @@ enum {
         PROP_EXPORTER_ATTACHED,
         PROP_EXPORT_DROPS,
         PROP_PENDING_SYMBOLS,
+        PROP_FIRST_PENDING_FRAME,
         PROP_LAST_ERROR,
         PROP_STORE_BYTES,
         PROP_STORE_FIRST_NS,
@@ -52,6 +53,7 @@ static const char *const prop_names[_PROP_MAX] = {
         [PROP_EXPORTER_ATTACHED] = "ExporterAttached",
         [PROP_EXPORT_DROPS] = "ExportDrops",
         [PROP_PENDING_SYMBOLS] = "PendingSymbols",
+        [PROP_FIRST_PENDING_FRAME] = "FirstPendingFrame",
         [PROP_LAST_ERROR] = "LastError",
         [PROP_STORE_BYTES] = "StoreBytes",
         [PROP_STORE_FIRST_NS] = "StoreFirstNs",
@@ -95,6 +97,8 @@ static uint64_t prop_value(const Collector *c, int p) {
                 return c->export_drops;
         case PROP_PENDING_SYMBOLS:
                 return c->pending_symbols;
+        case PROP_FIRST_PENDING_FRAME:
+                return collector_sym_first_pending(c);
         case PROP_LAST_ERROR:
                 return c->last_error_gen;
         case PROP_STORE_BYTES:
@@ -288,6 +292,7 @@ static const sd_bus_vtable collector_vtable[] = {
         COUNTER("ExportDrops"),
         COUNTER("ExportedUnnamedFrames"),
         SD_BUS_PROPERTY("PendingSymbols", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        COUNTER("FirstPendingFrame"),
         SD_BUS_PROPERTY("LastError", "s", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("StoreSchemaVersion", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         COUNTER("StoreBytes"),

@@ -212,6 +212,7 @@ static void restart_tables(Collector *c, size_t frames_used) {
         stack_table_done(&c->stacks);
         c->frames = frames;
         c->stacks = stacks;
+        c->sym.first_pending = 0;
         for (size_t i = 0; i < c->processes.n; i++)
                 c->processes.items[i].pinned = false; /* no frame refers to them any more */
         c->table_restarts++;

@@ -50,6 +50,7 @@ typedef struct SymClient {
         uint32_t *frame_queue, *file_queue;
         size_t n_frame_queue, cap_frame_queue, n_file_queue, cap_file_queue;
         uint64_t requests_sent, responses;
+        uint32_t first_pending; /* no frame below this index waits for its symbol (moved on by drains) */
 } SymClient;
 
 typedef struct Collector {
@@ -160,6 +161,9 @@ void collector_sym_drain(Collector *c);
 int collector_sym_requeue(Collector *c);
 int collector_sym_attach(Collector *c, int req_ring, int req_efd, int resp_ring, int resp_efd);
 void collector_sym_detach(Collector *c);
+/* The index of the oldest frame still waiting for its symbol; frames.n when none is. Requests
+ * are answered in order, so this climbs through a backlog even while new frames keep coming. */
+uint32_t collector_sym_first_pending(const Collector *c);
 static inline bool collector_sym_attached(const Collector *c) {
         return c->sym.req && c->sym.resp;
 }

@@ -40,7 +40,16 @@ int collector_sym_queue_frame(Collector *c, uint32_t idx) {
         if (!sym_state_pending(f->sym_state))
                 c->pending_symbols++;
         f->sym_state = SYM_STATE_QUEUED;
+        c->sym.first_pending = MIN(c->sym.first_pending, idx);
         return 0;
+}
+
+uint32_t collector_sym_first_pending(const Collector *c) {
+        uint32_t i = c->sym.first_pending;
+
+        while (i < c->frames.n && !sym_state_pending(c->frames.items[i].sym_state))
+                i++;
+        return i;
 }
 
 int collector_sym_queue_file(Collector *c, uint32_t idx) {
@@ -284,6 +293,7 @@ void collector_sym_drain(Collector *c) {
                         ep_peer_watch_retry(c->sym.watch);
         }
         if (n > 0) {
+                c->sym.first_pending = collector_sym_first_pending(c);
                 collector_sym_flush(c); /* the symbolizer made room in the request ring */
                 collector_check_closing(c);
         }

@@ -249,11 +249,13 @@ class Profiler:
 
     def _diagnosis(self, pids):
         waited = sorted((r for r in self.tables() if r[3]), key=lambda r: -r[2])
-        lines = [self.table_state() + f", PendingSymbols {self.prop('Collector', 'PendingSymbols')}, "
-                 f"symbolizer UnwindQueue {self.prop('Symbolizer', 'UnwindQueue')} UnwindTables "
-                 f"{self.prop('Symbolizer', 'UnwindTables')} UnwindExtractErrors "
-                 f"{self.prop('Symbolizer', 'UnwindExtractErrors')} UnwindExtractNsec "
-                 f"{self.prop('Symbolizer', 'UnwindExtractNsec')}"]
+        def props(daemon, *names):
+            return " ".join(f"{n} {self.prop(daemon, n)}" for n in names)
+        lines = [self.table_state() + ", collector " +
+                 props("Collector", "Frames", "PendingSymbols", "FirstPendingFrame", "TableRestarts") +
+                 ", symbolizer " + props("Symbolizer", "Requests", "Resolved", "NotFound", "FileErrors",
+                                         "UnwindQueue", "UnwindTables", "UnwindExtractErrors",
+                                         "UnwindExtractNsec")]
         lines.append(f"{len(waited)} tables waited for (state, seconds in it, attempts, path):")
         lines += [f"  {state} {age:.1f}s x{attempts} {path}" for path, state, age, _, _, attempts in waited[:12]]
         for pid in pids or ():
@@ -290,13 +292,22 @@ class Profiler:
 
     def settle(self, pids=None, timeout=120):
         """Until everything sampled so far is in the store, names included: no table pending
-        (of pids' files, with pids), no sample waiting for one, no symbol the collector still
-        waits for. The last flush writes the names that came after the interval before it (late
-        names are UPDATEs)."""
+        (of pids' files, with pids), no sample waiting for one, and every frame the collector
+        knew once that was so has its symbol. Frames that come later (the other processes of a
+        busy machine, which may never pause) are not waited for: the symbolizer answers in
+        order, so this ends even while they keep coming. The last flush writes the names that
+        came after the interval before it (late names are UPDATEs)."""
+        mark = {}
+
         def settled():
             self.flush()
-            return self.tables_ready(pids) and self.prop("Collector", "PendingSymbols") == 0 and (
-                pids is not None or self.prop("Loader", "WaitingSamples") == 0)
+            if not (self.tables_ready(pids) and (pids is not None or self.prop("Loader", "WaitingSamples") == 0)):
+                mark.clear()
+                return False
+            restarts = self.prop("Collector", "TableRestarts")
+            if mark.get("restarts") != restarts:  # frame indices start over with the tables
+                mark.update(restarts=restarts, frames=self.prop("Collector", "Frames"))
+            return self.prop("Collector", "FirstPendingFrame") >= mark["frames"]
         wait_until(settled, f"the profiler to settle (pids {pids or 'all'}: no table, sample or symbol pending)",
                    timeout, diagnosis=lambda: self.diagnosis(pids))
         self.flush()

@@ -222,7 +222,10 @@ static void test_responses(Collector *c) {
 
         /* nothing is attached, so everything is still queued */
         ASSERT_TRUE(f0->sym_state == SYM_STATE_QUEUED);
+        ASSERT_TRUE(collector_sym_first_pending(c) == 0);
         respond(c, 0, EP_SYM_OK, KADDR + 0x10, "entry_SYSCALL_64", 0);
+        /* the oldest frame answered: the next one is the oldest that waits */
+        ASSERT_TRUE(collector_sym_first_pending(c) == 1);
         ASSERT_TRUE(f0->sym_state == SYM_STATE_DONE && f0->status == EP_SYM_OK);
         ASSERT_TRUE(f0->n_lines == 2 && strcmp(f0->lines[0].function, "entry_SYSCALL_64") == 0);
         ASSERT_TRUE(strcmp(f0->lines[1].function, "outer") == 0 && f0->lines[1].line == 20);
@@ -249,6 +252,14 @@ static void test_responses(Collector *c) {
         ASSERT_TRUE(collector_sym_apply(c, EP_MSG_SYM_RESPONSE, bad, sizeof(bad)) == -EBADMSG);
         ASSERT_TRUE(c->decode_errors == errors + 1);
         ASSERT_TRUE(c->frames.items[1].sym_state == SYM_STATE_DONE);
+        ASSERT_TRUE(c->pending_symbols == pending - 2);
+        ASSERT_TRUE(collector_sym_first_pending(c) == 2);
+        /* a frame asked again (an UNMAPPED one) moves it back */
+        c->frames.items[0].sym_state = SYM_STATE_NONE;
+        ASSERT_OK(collector_sym_queue_frame(c, 0));
+        ASSERT_TRUE(collector_sym_first_pending(c) == 0);
+        respond(c, 0, EP_SYM_OK, KADDR + 0x10, "entry_SYSCALL_64", 0);
+        ASSERT_TRUE(collector_sym_first_pending(c) == 2);
         ASSERT_TRUE(c->pending_symbols == pending - 2);
 
         /* a file response */
@@ -611,6 +622,7 @@ static void test_table_restart(const char *path) {
         answer_all(&c, req);
         ASSERT_OK(collector_close_interval(&c, NULL));
         ASSERT_TRUE(c.frames.n == 20 && c.table_restarts == 0);
+        ASSERT_TRUE(collector_sym_first_pending(&c) == 20);
 
         /* 2: one known frame: the other 19 are stale, the tables start over. */
         push_leaf(&c, 0x1000);
@@ -621,6 +633,7 @@ static void test_table_restart(const char *path) {
         push_leaf(&c, 0x1000);
         push_leaf(&c, 0x1000);
         ASSERT_TRUE(c.frames.n == 1 && c.pending_symbols == 1);
+        ASSERT_TRUE(collector_sym_first_pending(&c) == 0); /* counts from the new table's start */
         answer_all(&c, req);
         ASSERT_OK(collector_close_interval(&c, NULL));
         ASSERT_TRUE(c.frames.n == 1 && c.table_restarts == 1); /* within bounds: kept */
