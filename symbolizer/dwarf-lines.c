@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "demangle.h"
 #include "dwarf-lines.h"
@@ -46,6 +47,7 @@ struct EpDwarf {
         size_t own_size;
         int own_guard;
         uint64_t cost;
+        uint64_t used_ns; /* CLOCK_MONOTONIC of the last lookup */
 
         UnitIndex *seen; /* units read so far, sorted by offset */
         size_t n_seen;
@@ -82,8 +84,27 @@ uint64_t ep_dwarf_opens(void) {
 
 void ep_dwarf_drop_pages(void) {
         for (EpDwarf *d = lru.head; d; d = d->next)
-                if (!d->own_map)
-                        ep_elf_drop_debug_pages(d->elf);
+                ep_elf_drop_debug_pages(d->elf, d->own_map);
+}
+
+static void dwarf_close(EpDwarf *d);
+
+static uint64_t monotonic_ns(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
+}
+
+unsigned ep_dwarf_close_idle(uint64_t idle_ns) {
+        uint64_t now = monotonic_ns();
+
+        for (EpDwarf *d = lru.tail, *prev; d; d = prev) {
+                prev = d->prev;
+                if (now - d->used_ns >= idle_ns)
+                        dwarf_close(d);
+        }
+        return lru.n_open;
 }
 
 void ep_sym_lines_free(EpSymLine *lines, size_t n) {
@@ -126,7 +147,7 @@ static void dwarf_close(EpDwarf *d) {
         dwarf_end(d->dbg);
         d->dbg = NULL;
         if (!d->own_map)
-                ep_elf_drop_debug_pages(d->elf); /* what it read of the shared image */
+                ep_elf_drop_debug_pages(d->elf, NULL); /* what it read of the shared image */
         if (d->own_elf)
                 elf_end(d->own_elf);
         d->own_elf = NULL;
@@ -281,6 +302,7 @@ static int dwarf_open(EpDwarf *d) {
 
         if (d->error < 0)
                 return d->error;
+        d->used_ns = monotonic_ns();
         if (d->dbg) {
                 lru_unlink(d);
                 lru_push_front(d);
@@ -318,6 +340,11 @@ static int dwarf_open(EpDwarf *d) {
         }
         d->cost = inflated;
         lru.opens++;
+        /* libdw inflated the compressed sections into buffers of its own as it opened them:
+         * the compressed bytes it read (a third of a file like libc's debug file) are not
+         * needed any more. */
+        if (d->own_map)
+                ep_elf_drop_debug_pages(d->elf, d->own_map);
         return 0;
 }
 

@@ -51,6 +51,11 @@ uint64_t ep_dwarf_opens(void);
 /* Drops what the open handles read of their files' mappings (not what libdw allocated): the
  * pages are read again, from the page cache, by the next lookup that needs them. */
 void ep_dwarf_drop_pages(void);
+/* Closes the handles no lookup used for idle_ns (reopened when one is needed again): the
+ * working set of a steady state is a few files, not every file a burst of new code touched.
+ * A closed handle gives back everything above, inflated sections included. Returns how many
+ * handles stay open. */
+unsigned ep_dwarf_close_idle(uint64_t idle_ns);
 
 /* Whether f carries DWARF (a .debug_info with contents; not the NOBITS stub of a stripped file). */
 bool ep_dwarf_present(EpElfFile *f);

@@ -531,8 +531,9 @@ size_t ep_elf_kept_bytes(EpElfFile *f) {
         return total;
 }
 
-void ep_elf_drop_debug_pages(EpElfFile *f) {
+void ep_elf_drop_debug_pages(EpElfFile *f, void *image) {
         size_t page = (size_t) sysconf(_SC_PAGESIZE), shstrndx;
+        uint8_t *base = image ?: f->map;
         Elf_Scn *scn = NULL;
 
         if (elf_getshdrstrndx(f->elf, &shstrndx) < 0)
@@ -551,7 +552,7 @@ void ep_elf_drop_debug_pages(EpElfFile *f) {
                 size_t lo = ((size_t) sh.sh_offset + page - 1) / page * page;
                 size_t hi = (size_t) MIN(sh.sh_offset + sh.sh_size, (uint64_t) f->map_size) / page * page;
                 if (hi > lo)
-                        (void) madvise(f->map + lo, hi - lo, MADV_DONTNEED);
+                        (void) madvise(base + lo, hi - lo, MADV_DONTNEED);
         }
 }
 

@@ -45,9 +45,11 @@ size_t ep_elf_size(const EpElfFile *f);
  * mapping is resident only where read: DWARF, charged to its own handle (dwarf-lines.h),
  * whose pages are dropped from this mapping when the handle closes. */
 size_t ep_elf_kept_bytes(EpElfFile *f);
-/* Drops the mapping's pages of .debug_* sections (they are read again from the page cache
- * when needed): what a closed DWARF handle read stops counting in the symbolizer's memory. */
-void ep_elf_drop_debug_pages(EpElfFile *f);
+/* Drops the pages of .debug_* sections of image, a mapping of f's whole file (NULL: f's own):
+ * they are read again from the page cache when needed, so what a DWARF handle read, or the
+ * compressed bytes it inflated, stops counting in the symbolizer's memory. Only whole pages
+ * inside a section: the headers libdw may rewrite in a private image are never dropped. */
+void ep_elf_drop_debug_pages(EpElfFile *f, void *image);
 /* The read-only descriptor the file was opened from (owned by f), for a second, private
  * mapping: libdw inflates compressed sections by rewriting section headers in the image it
  * reads, which must not be the one ep_elf_lookup() reads. */

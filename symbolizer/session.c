@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
+#include <malloc.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,16 +304,36 @@ static void schedule(sd_event_source *src, uint64_t usec) {
 
 /* Once all is answered, EP_SESSION_TRIM_USEC later (at most that often while requests keep
  * coming): the open DWARF handles keep what they read of their files mapped, a few MB for each
- * large unit, which would otherwise count in the symbolizer's memory until the handle closes. */
+ * large unit, which would otherwise count in the symbolizer's memory until the handle closes.
+ * An idle check that is due later is brought forward. */
 static void schedule_trim(EpSession *s) {
+        uint64_t due, now;
         int enabled = SD_EVENT_OFF;
 
-        if (s->trim && sd_event_source_get_enabled(s->trim, &enabled) >= 0 && enabled == SD_EVENT_OFF)
-                schedule(s->trim, EP_SESSION_TRIM_USEC);
+        if (!s->trim)
+                return;
+        if (sd_event_source_get_enabled(s->trim, &enabled) >= 0 && enabled != SD_EVENT_OFF &&
+            sd_event_source_get_time(s->trim, &due) >= 0 &&
+            sd_event_now(sd_event_source_get_event(s->trim), CLOCK_MONOTONIC, &now) >= 0 &&
+            due <= now + EP_SESSION_TRIM_USEC)
+                return;
+        schedule(s->trim, EP_SESSION_TRIM_USEC);
 }
 
+/* Drops the handles' pages, then closes the handles no lookup needed for a while: a burst of
+ * new code (a deploy, a build) opens the DWARF of many files, inflated sections and unit
+ * indexes, megabytes each, which a steady state does not use again. While handles stay open
+ * this comes back every EP_SESSION_IDLE_CHECK_USEC. */
 static int on_trim(sd_event_source *src, uint64_t usec, void *userdata) {
+        EpSession *s = userdata;
+        unsigned before = ep_dwarf_open_handles(), open;
+
         ep_dwarf_drop_pages();
+        open = ep_dwarf_close_idle(EP_SESSION_DWARF_IDLE_USEC * NSEC_PER_USEC);
+        if (open < before)
+                (void) malloc_trim(0); /* what they freed in the middle of the heap */
+        if (open > 0)
+                schedule(s->trim, EP_SESSION_IDLE_CHECK_USEC);
         return 0;
 }
 

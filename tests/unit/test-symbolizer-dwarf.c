@@ -233,10 +233,18 @@ static void test_inline_chain(const char *prog) {
         CHECK(ep_dwarf_open_handles() >= 1);
         ep_dwarf_drop_pages();
 
+        /* Handles used within the idle time stay open; with none, every one is closed, and the
+         * next lookup opens its file's again. */
+        unsigned open = ep_dwarf_open_handles();
+        CHECK_INT(ep_dwarf_close_idle(UINT64_MAX), open);
+        uint64_t opens = ep_dwarf_opens();
+        CHECK_INT(ep_dwarf_close_idle(0), 0);
+
         /* A return address one past the mark looks up the mark itself, reports its own. */
         res = sym(r, 1, mark + 1, true, prog);
         check_chain(res);
         CHECK_U64(res->elf_addr, mark + 1);
+        CHECK_U64(ep_dwarf_opens(), opens + 1);
 
         /* The whole function against binutils. */
         snprintf(cmd, sizeof cmd, "nm -S '%s' | awk '$4 == \"ic_spin\" { print $2 }'", prog);
@@ -514,6 +522,63 @@ static uint64_t section_offset(const char *path, const char *name, uint64_t *ret
         return off;
 }
 
+/* ---- compressed DWARF ---- */
+
+static bool debug_info_compressed(const char *path) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        Elf_Scn *scn = NULL;
+        size_t shstrndx;
+        bool compressed = false;
+
+        CHECK(fd >= 0);
+        CHECK(elf_version(EV_CURRENT) != EV_NONE);
+        Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+        CHECK(elf && elf_getshdrstrndx(elf, &shstrndx) == 0);
+        while ((scn = elf_nextscn(elf, scn))) {
+                GElf_Shdr sh;
+                CHECK(gelf_getshdr(scn, &sh));
+                if (streq(elf_strptr(elf, shstrndx, sh.sh_name) ?: "", ".debug_info"))
+                        compressed = sh.sh_flags & SHF_COMPRESSED;
+        }
+        elf_end(elf);
+        close(fd);
+        return compressed;
+}
+
+/* Compressed sections (Debian's -dbg packages ship them so): inflated in a private image
+ * whose compressed pages are dropped once read. The same chains as the uncompressed file and
+ * addr2line, after a handle closed for idleness was opened again, and after the pages the
+ * open handle read were dropped. */
+static void test_compressed(const char *prog, uint64_t mark) {
+        uint64_t spin = nm_address(prog, "ic_spin", false, NULL, 0);
+        char path[4096], cmd[9000];
+        unsigned long long size = 0;
+
+        snprintf(path, sizeof path, "%s/compressed", tmp_root);
+        snprintf(cmd, sizeof cmd, "objcopy --compress-debug-sections=zlib '%s' '%s'", prog, path);
+        CHECK_INT(system(cmd), 0);
+        CHECK(debug_info_compressed(path));
+        snprintf(cmd, sizeof cmd, "nm -S '%s' | awk '$4 == \"ic_spin\" { print $2 }'", prog);
+        FILE *p = popen(cmd, "r");
+        CHECK(p);
+        CHECK(fscanf(p, "%llx", &size) == 1);
+        pclose(p);
+
+        files[2] = path;
+        {
+                _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+                uint64_t opens = ep_dwarf_opens();
+
+                check_chain(sym(r, 2, mark, false, NULL));
+                CHECK_INT(ep_dwarf_close_idle(0), 0);
+                check_chain(sym(r, 2, mark + 1, true, NULL));
+                CHECK_U64(ep_dwarf_opens(), opens + 2);
+                ep_dwarf_drop_pages();
+                check_against_addr2line(r, 2, spin, spin + size);
+        }
+        CHECK_INT(unlink(path), 0);
+}
+
 static void test_malformed(const char *prog, uint64_t mark) {
         static const char *const sections[] = { ".debug_info", ".debug_line", ".debug_abbrev", ".debug_aranges" };
         static const int bytes[] = { 0xff, 0x00, 0x80 };
@@ -576,6 +641,7 @@ int main(void) {
                 TEST_SKIP_PART("rustc not found when meson was set up: Rust symbols from DWARF do not run");
         test_llvm_dynsym();
         test_handle_limit(prog, cxx && *cxx ? cxx : NULL, rust && *rust ? rust : NULL, mark);
+        test_compressed(prog, mark);
         test_malformed(prog, mark);
 
         CHECK_INT(rmdir(tmp_root), 0);
