@@ -48,6 +48,9 @@ struct EpDwarf {
         int own_guard;
         uint64_t cost;
         uint64_t used_ns; /* CLOCK_MONOTONIC of the last lookup */
+        bool pages_dropped; /* no lookup since the last ep_dwarf_drop_pages() */
+        bool closed_idle;   /* the last close was for idleness */
+        uint8_t idle_shift; /* it stays open idle_ns << idle_shift: doubled at each reopen */
 
         UnitIndex *seen; /* units read so far, sorted by offset */
         size_t n_seen;
@@ -84,10 +87,18 @@ uint64_t ep_dwarf_opens(void) {
 
 void ep_dwarf_drop_pages(void) {
         for (EpDwarf *d = lru.head; d; d = d->next)
-                ep_elf_drop_debug_pages(d->elf, d->own_map);
+                if (!d->pages_dropped) {
+                        ep_elf_drop_debug_pages(d->elf, d->own_map);
+                        d->pages_dropped = true;
+                }
 }
 
 static void dwarf_close(EpDwarf *d);
+
+/* A handle reopened after it was closed for idleness stays open twice as long from then on, up
+ * to 16 times: reopening inflates and indexes again (libc's debug file: ~50 ms), so a file whose
+ * new addresses come just less often than the idle time would cost that much every time. */
+#define IDLE_SHIFT_MAX 4
 
 static uint64_t monotonic_ns(void) {
         struct timespec ts;
@@ -101,8 +112,10 @@ unsigned ep_dwarf_close_idle(uint64_t idle_ns) {
 
         for (EpDwarf *d = lru.tail, *prev; d; d = prev) {
                 prev = d->prev;
-                if (now - d->used_ns >= idle_ns)
+                if (now - d->used_ns >= idle_ns << d->idle_shift) {
                         dwarf_close(d);
+                        d->closed_idle = true;
+                }
         }
         return lru.n_open;
 }
@@ -303,6 +316,7 @@ static int dwarf_open(EpDwarf *d) {
         if (d->error < 0)
                 return d->error;
         d->used_ns = monotonic_ns();
+        d->pages_dropped = false;
         if (d->dbg) {
                 lru_unlink(d);
                 lru_push_front(d);
@@ -340,6 +354,9 @@ static int dwarf_open(EpDwarf *d) {
         }
         d->cost = inflated;
         lru.opens++;
+        if (d->closed_idle && d->idle_shift < IDLE_SHIFT_MAX)
+                d->idle_shift++;
+        d->closed_idle = false;
         /* libdw inflated the compressed sections into buffers of its own as it opened them:
          * the compressed bytes it read (a third of a file like libc's debug file) are not
          * needed any more. */

@@ -25,7 +25,7 @@
 #define EP_SESSION_BACKLOG 1024       /* answers held while the response ring is full */
 #define EP_SESSION_RETRY_USEC 10000   /* backlog retry period */
 #define EP_SESSION_TRIM_USEC 1000000  /* after answering, DWARF pages are unmapped this much later */
-#define EP_SESSION_DWARF_IDLE_USEC (30 * 1000000ull) /* a DWARF handle unused this long is closed */
+#define EP_SESSION_DWARF_IDLE_USEC (120 * 1000000ull) /* a DWARF handle unused this long is closed */
 #define EP_SESSION_IDLE_CHECK_USEC (10 * 1000000ull) /* ... checked this often while any is open */
 #define EP_SESSION_PRIORITY (SD_EVENT_PRIORITY_NORMAL + 10) /* after the bus and the unwind answers */
 #define EP_SESSION_PATH_MAX 4096
