@@ -349,6 +349,16 @@ int ep_ring_peek(EpRing *r, EpRingRecord *ret_header, const void **ret_payload) 
                 if (tail == head)
                         return 0;
                 k = ring_record_at(r, tail, head, &h, &total);
+                /* The producer may have stepped over an early wrap's padding since tail was
+                 * loaded, and then written a lap over the position read: what was read is not
+                 * a record, and moving tail from it would move tail back. Read again from the
+                 * current positions. */
+                atomic_thread_fence(memory_order_acquire);
+                if (atomic_load_explicit(&r->shared->tail, memory_order_relaxed) != tail) {
+                        tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+                        head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
+                        continue;
+                }
                 if (k < 0)
                         return k;
                 if (h.type == 0) { /* wrap padding */
