@@ -10,6 +10,7 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -419,10 +420,5 @@ void ep_clock_set(EpClockFunc func) {
 }
 
 uint64_t ep_now_ns(int clock) {
-        struct timespec ts;
-
-        if (clock_override)
-                return clock_override(clock);
-        clock_gettime(clock, &ts);
-        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+        return clock_override ? clock_override(clock) : ep_clock_ns(clock);
 }

@@ -338,10 +338,9 @@ static int ring_record_at(const EpRing *r, uint64_t tail, uint64_t head, EpRingR
 int ep_ring_peek(EpRing *r, EpRingRecord *ret_header, const void **ret_payload) {
         /* tail first: the producer moves it over an early wrap's padding after publishing a
          * head past it (ep_ring_reserve()). */
-        uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
-        uint64_t head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
-
         for (;;) {
+                uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+                uint64_t head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
                 EpRingRecord h;
                 uint64_t total;
                 int k;
@@ -354,16 +353,12 @@ int ep_ring_peek(EpRing *r, EpRingRecord *ret_header, const void **ret_payload) 
                  * a record, and moving tail from it would move tail back. Read again from the
                  * current positions. */
                 atomic_thread_fence(memory_order_acquire);
-                if (atomic_load_explicit(&r->shared->tail, memory_order_relaxed) != tail) {
-                        tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
-                        head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
+                if (atomic_load_explicit(&r->shared->tail, memory_order_relaxed) != tail)
                         continue;
-                }
                 if (k < 0)
                         return k;
                 if (h.type == 0) { /* wrap padding */
-                        tail += total;
-                        atomic_store_explicit(&r->shared->tail, tail, memory_order_release);
+                        atomic_store_explicit(&r->shared->tail, tail + total, memory_order_release);
                         continue;
                 }
                 *ret_header = h;

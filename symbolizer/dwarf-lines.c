@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
+#include "clock.h"
 #include "demangle.h"
 #include "dwarf-lines.h"
 #include "log.h"
@@ -100,15 +100,8 @@ static void dwarf_close(EpDwarf *d);
  * new addresses come just less often than the idle time would cost that much every time. */
 #define IDLE_SHIFT_MAX 4
 
-static uint64_t monotonic_ns(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
-}
-
 unsigned ep_dwarf_close_idle(uint64_t idle_ns) {
-        uint64_t now = monotonic_ns();
+        uint64_t now = ep_clock_ns(CLOCK_MONOTONIC);
 
         for (EpDwarf *d = lru.tail, *prev; d; d = prev) {
                 prev = d->prev;
@@ -315,7 +308,7 @@ static int dwarf_open(EpDwarf *d) {
 
         if (d->error < 0)
                 return d->error;
-        d->used_ns = monotonic_ns();
+        d->used_ns = ep_clock_ns(CLOCK_MONOTONIC);
         d->pages_dropped = false;
         if (d->dbg) {
                 lru_unlink(d);

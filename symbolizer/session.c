@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
-#include <malloc.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>

@@ -1,19 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "file-id.h"
 #include "log.h"
 #include "unwind-lookup.h"
 #include "unwind-sandbox.h"
-
-static uint64_t now_nsec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
-}
 
 int ep_unwind_lookup(EpUnwindCache *cache, int fd, const uint8_t file_id[EP_FILE_ID_SIZE],
                      const EpUnwindExtractOptions *options, EpUnwindStats *stats, void **ret_blob, size_t *ret_size) {
@@ -44,9 +37,9 @@ int ep_unwind_lookup(EpUnwindCache *cache, int fd, const uint8_t file_id[EP_FILE
         }
 
         stats->cache_misses++;
-        start = now_nsec();
+        start = ep_clock_ns(CLOCK_MONOTONIC);
         r = ep_unwind_extract_sandboxed(fd, file_id, options, NULL, &blob, &size, &flags, &xs);
-        stats->extract_nsec += now_nsec() - start;
+        stats->extract_nsec += ep_clock_ns(CLOCK_MONOTONIC) - start;
         if (r < 0) {
                 stats->extract_errors++;
                 return r;

@@ -66,6 +66,20 @@ static uint64_t nm_address(const char *path, const char *part, bool dynamic, cha
         return found;
 }
 
+/* Size of the symbol named name, from `nm -S` (binutils). */
+static uint64_t nm_size(const char *path, const char *name) {
+        char cmd[4096];
+        unsigned long long size = 0;
+
+        snprintf(cmd, sizeof cmd, "nm -S '%s' | awk '$4 == \"%s\" { print $2 }'", path, name);
+        FILE *p = popen(cmd, "r");
+        CHECK(p);
+        CHECK(fscanf(p, "%llx", &size) == 1);
+        pclose(p);
+        CHECK(size > 0);
+        return size;
+}
+
 /* ---- a resolver over named files ---- */
 
 static const char *files[8];
@@ -220,8 +234,6 @@ static void test_inline_chain(const char *prog) {
         _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
         uint64_t mark = nm_address(prog, "ic_inner_mark", false, NULL, 0);
         uint64_t spin = nm_address(prog, "ic_spin", false, NULL, 0);
-        char cmd[4096];
-        unsigned long long size = 0;
 
         files[1] = prog;
         const EpSymResult *res = sym(r, 1, mark, false, prog);
@@ -247,13 +259,7 @@ static void test_inline_chain(const char *prog) {
         CHECK_U64(ep_dwarf_opens(), opens + 1);
 
         /* The whole function against binutils. */
-        snprintf(cmd, sizeof cmd, "nm -S '%s' | awk '$4 == \"ic_spin\" { print $2 }'", prog);
-        FILE *p = popen(cmd, "r");
-        CHECK(p);
-        CHECK(fscanf(p, "%llx", &size) == 1);
-        pclose(p);
-        CHECK(size > 0);
-        check_against_addr2line(r, 1, spin, spin + size);
+        check_against_addr2line(r, 1, spin, spin + nm_size(prog, "ic_spin"));
 }
 
 /* ---- separate debug files ---- */
@@ -552,17 +558,11 @@ static bool debug_info_compressed(const char *path) {
 static void test_compressed(const char *prog, uint64_t mark) {
         uint64_t spin = nm_address(prog, "ic_spin", false, NULL, 0);
         char path[4096], cmd[9000];
-        unsigned long long size = 0;
 
         snprintf(path, sizeof path, "%s/compressed", tmp_root);
         snprintf(cmd, sizeof cmd, "objcopy --compress-debug-sections=zlib '%s' '%s'", prog, path);
         CHECK_INT(system(cmd), 0);
         CHECK(debug_info_compressed(path));
-        snprintf(cmd, sizeof cmd, "nm -S '%s' | awk '$4 == \"ic_spin\" { print $2 }'", prog);
-        FILE *p = popen(cmd, "r");
-        CHECK(p);
-        CHECK(fscanf(p, "%llx", &size) == 1);
-        pclose(p);
 
         files[2] = path;
         {
@@ -574,7 +574,7 @@ static void test_compressed(const char *prog, uint64_t mark) {
                 check_chain(sym(r, 2, mark + 1, true, NULL));
                 CHECK_U64(ep_dwarf_opens(), opens + 2);
                 ep_dwarf_drop_pages();
-                check_against_addr2line(r, 2, spin, spin + size);
+                check_against_addr2line(r, 2, spin, spin + nm_size(prog, "ic_spin"));
         }
         CHECK_INT(unlink(path), 0);
 }
