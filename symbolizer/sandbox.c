@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -33,8 +34,14 @@ int ep_sandbox_write(int out, const void *p, size_t n) {
         return 0;
 }
 
-static _Noreturn void child_run(EpSandboxFn fn, void *userdata, int out, uint64_t memory, rlim_t cpu_sec) {
+static _Noreturn void child_run(EpSandboxFn fn, void *userdata, int out, uint64_t memory, rlim_t cpu_sec,
+                                pid_t parent) {
         struct rlimit rl;
+
+        /* A symbolizer that is killed takes its sandboxes with it: no orphan parses on for up
+         * to its CPU limit with nobody to answer. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                _exit(EXIT_FAILURE);
 
         /* SIGXCPU at the soft limit ends the child; SIGKILL at the hard one if it is caught
          * or ignored. No core file for either. */
@@ -98,11 +105,12 @@ int ep_sandbox_run(const char *name, EpSandboxFn fn, void *userdata, const EpSan
 
         if (out < 0)
                 return -errno;
+        pid_t parent = getpid();
         pid = fork();
         if (pid < 0)
                 return -errno;
         if (pid == 0)
-                child_run(fn, userdata, out, memory, (rlim_t) cpu_sec);
+                child_run(fn, userdata, out, memory, (rlim_t) cpu_sec, parent);
 
         r = wait_child(pid, timeout, &status, &used_cpu);
         if (r < 0)

@@ -45,6 +45,15 @@ typedef struct JobQueue {
         Job *head, **tail;
 } JobQueue;
 
+/* A thread that serves one queue, in order. */
+typedef struct Worker {
+        EpUnwindService *service;
+        pthread_t thread;
+        bool started;
+        pthread_cond_t wake;
+        JobQueue pending; /* under the service's lock */
+} Worker;
+
 struct EpUnwindService {
         sd_event_source *done_source;
         int done_fd; /* eventfd: the worker finished jobs */
@@ -57,15 +66,15 @@ struct EpUnwindService {
         EpUnwindExtractOptions options;
         char *debug_root;
 
-        pthread_t thread;
-        bool thread_started;
         pthread_mutex_t lock;
-        pthread_cond_t wake;
-        bool stop;              /* under lock */
-        JobQueue pending, done; /* under lock */
-        JobQueue pending_detect; /* under lock: served before pending (milliseconds each) */
+        bool stop;     /* under lock */
+        JobQueue done; /* under lock */
+        /* The table worker's pending are GetUnwindTable calls, the detection worker's are
+         * DetectRuntime calls: a detection takes milliseconds, an extraction of a cold file
+         * seconds, and Python frames wait for the detection, not for the table. */
+        Worker table_worker, detect_worker;
 
-        /* worker only */
+        /* table worker only */
         EpUnwindCache *cache;
         bool cache_tried;
 };
@@ -197,17 +206,18 @@ static void worker_run(EpUnwindService *s, Job *j) {
 }
 
 static void *worker_main(void *userdata) {
-        EpUnwindService *s = userdata;
+        Worker *w = userdata;
+        EpUnwindService *s = w->service;
 
         pthread_mutex_lock(&s->lock);
         for (;;) {
                 Job *j;
 
-                while (!s->stop && !s->pending.head && !s->pending_detect.head)
-                        pthread_cond_wait(&s->wake, &s->lock);
+                while (!s->stop && !w->pending.head)
+                        pthread_cond_wait(&w->wake, &s->lock);
                 if (s->stop)
                         break;
-                j = queue_pop(&s->pending_detect) ?: queue_pop(&s->pending);
+                j = queue_pop(&w->pending);
                 pthread_mutex_unlock(&s->lock);
 
                 worker_run(s, j);
@@ -219,7 +229,8 @@ static void *worker_main(void *userdata) {
         }
         pthread_mutex_unlock(&s->lock);
 
-        s->cache = ep_unwind_cache_free(s->cache);
+        if (w == &s->table_worker)
+                s->cache = ep_unwind_cache_free(s->cache);
         return NULL;
 }
 
@@ -352,9 +363,10 @@ static int queue_job(EpUnwindService *s, sd_bus_message *msg, bool detect, sd_bu
         if (!detect)
                 s->stats.queued++;
 
+        Worker *w = detect ? &s->detect_worker : &s->table_worker;
         pthread_mutex_lock(&s->lock);
-        queue_push(detect ? &s->pending_detect : &s->pending, j);
-        pthread_cond_signal(&s->wake);
+        queue_push(&w->pending, j);
+        pthread_cond_signal(&w->wake);
         pthread_mutex_unlock(&s->lock);
         return 1;
 }
@@ -371,29 +383,50 @@ const EpUnwindStats *ep_unwind_service_stats(const EpUnwindService *s) {
         return &s->stats;
 }
 
+static void worker_init(EpUnwindService *s, Worker *w) {
+        w->service = s;
+        pthread_cond_init(&w->wake, NULL);
+        queue_init(&w->pending);
+}
+
+static int worker_start(Worker *w) {
+        int r = -pthread_create(&w->thread, NULL, worker_main, w);
+
+        if (r < 0)
+                return r;
+        w->started = true;
+        return 0;
+}
+
+/* After stop was set: joins the thread and drops the calls it did not take. */
+static void worker_done(Worker *w) {
+        Job *j;
+
+        if (w->started)
+                pthread_join(w->thread, NULL);
+        while ((j = queue_pop(&w->pending)))
+                job_free(j);
+        pthread_cond_destroy(&w->wake);
+}
+
 EpUnwindService *ep_unwind_service_free(EpUnwindService *s) {
         Job *j;
 
         if (!s)
                 return NULL;
 
-        if (s->thread_started) {
-                pthread_mutex_lock(&s->lock);
-                s->stop = true;
-                pthread_cond_broadcast(&s->wake);
-                pthread_mutex_unlock(&s->lock);
-                pthread_join(s->thread, NULL);
-        }
-        while ((j = queue_pop(&s->pending)))
-                job_free(j);
-        while ((j = queue_pop(&s->pending_detect)))
-                job_free(j);
+        pthread_mutex_lock(&s->lock);
+        s->stop = true;
+        pthread_cond_signal(&s->table_worker.wake);
+        pthread_cond_signal(&s->detect_worker.wake);
+        pthread_mutex_unlock(&s->lock);
+        worker_done(&s->table_worker);
+        worker_done(&s->detect_worker);
         while ((j = queue_pop(&s->done)))
                 job_free(j);
 
         sd_event_source_disable_unref(s->done_source);
         (void) close_nointr(s->done_fd);
-        pthread_cond_destroy(&s->wake);
         pthread_mutex_destroy(&s->lock);
         free(s->cache_dir);
         free(s->debug_root);
@@ -412,10 +445,9 @@ int ep_unwind_service_new(sd_event *event, const EpUnwindServiceConfig *config, 
         s->done_fd = -EBADF;
         s->sym_stats = sym_stats;
         pthread_mutex_init(&s->lock, NULL);
-        pthread_cond_init(&s->wake, NULL);
-        queue_init(&s->pending);
-        queue_init(&s->pending_detect);
         queue_init(&s->done);
+        worker_init(s, &s->table_worker);
+        worker_init(s, &s->detect_worker);
 
         if (config && config->cache_dir && config->cache_dir[0]) {
                 s->cache_dir = strdup(config->cache_dir);
@@ -440,10 +472,11 @@ int ep_unwind_service_new(sd_event *event, const EpUnwindServiceConfig *config, 
         /* libelf's version is process-wide state: set it before any thread parses. */
         (void) elf_version(EV_CURRENT);
 
-        r = -pthread_create(&s->thread, NULL, worker_main, s);
+        r = worker_start(&s->table_worker);
+        if (r >= 0)
+                r = worker_start(&s->detect_worker);
         if (r < 0)
                 return r;
-        s->thread_started = true;
 
         *ret = TAKE_PTR(s);
         return 0;

@@ -158,9 +158,15 @@ static void on_table_reply(sd_bus_message *m, Request *q) {
         request_free(q);
 }
 
+/* At the end: files are asked about in the order they were seen (the list holds the files not
+ * answered yet, a few dozen at a start). */
 static void detect_waiting_push(EpSymClient *c, Request *q) {
-        q->next = c->detect_waiting;
-        c->detect_waiting = q;
+        Request **pp = &c->detect_waiting;
+
+        while (*pp)
+                pp = &(*pp)->next;
+        q->next = NULL;
+        *pp = q;
 }
 
 /* The final answer of a DetectRuntime request: to its caller, and the request is gone. */

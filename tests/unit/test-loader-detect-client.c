@@ -5,7 +5,8 @@
  *   - the descriptor sent is the file's, with its file ID;
  *   - answers, refusals (UnusableRuntime, BadFile), a transient error retried after ~1 s, a
  *     symbolizer without the method (held until another one appears), a file no process maps;
- *   - at most 2 calls in flight; the callback never runs inside ep_symclient_detect(). */
+ *   - at most 2 calls in flight, sent in the order asked; the callback never runs inside
+ *     ep_symclient_detect(). */
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -30,6 +31,7 @@ typedef struct Fake {
         unsigned n_script, calls;
         bool hold;              /* keep the calls unanswered */
         sd_bus_message *held[MAX_HELD];
+        uint8_t held_id[MAX_HELD][EP_FILE_ID_SIZE]; /* the file each held call is about */
         unsigned n_held;
         bool bad_fd;            /* a call whose descriptor was not the file its ID names */
 } Fake;
@@ -93,6 +95,7 @@ static int fake_detect(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         f->calls++;
         if (f->hold) {
                 ASSERT_TRUE(f->n_held < MAX_HELD);
+                memcpy(f->held_id[f->n_held], id, EP_FILE_ID_SIZE);
                 f->held[f->n_held++] = sd_bus_message_ref(m);
                 return 1;
         }
@@ -211,7 +214,9 @@ static void test_unsupported(EpSymClient *c, Fake *f, uint32_t key) {
 }
 
 /* Four files asked at once: two calls in flight at a time. */
-static void test_in_flight(EpSymClient *c, Fake *f, const uint32_t *keys, size_t n_keys) {
+/* At most two in flight, sent in the order asked (a start asks about dozens of files: the
+ * first process seen is not answered last). */
+static void test_in_flight(EpSymClient *c, Fake *f, EpProcTable *procs, const uint32_t *keys, size_t n_keys) {
         Got g[4];
         unsigned answered;
 
@@ -222,6 +227,8 @@ static void test_in_flight(EpSymClient *c, Fake *f, const uint32_t *keys, size_t
                 detect(c, keys[i], &g[i]);
         run(500 * 1000, NULL, 0);
         ASSERT_EQ(f->n_held, 2);
+        for (unsigned i = 0; i < f->n_held; i++)
+                ASSERT_TRUE(memcmp(f->held_id[i], ep_proc_table_file(procs, keys[i])->id, EP_FILE_ID_SIZE) == 0);
         f->hold = false;
         for (unsigned i = 0; i < f->n_held; i++) {
                 ASSERT_OK(fake_reply(f, f->held[i], "cpython"));
@@ -303,7 +310,7 @@ int main(void) {
         test_answers(c, &f, keys[0]);
         test_transient(c, &f, keys[1]);
         test_unsupported(c, &f, keys[2]);
-        test_in_flight(c, &f, keys, n_keys);
+        test_in_flight(c, &f, procs, keys, n_keys);
 
         /* A file no process maps: not sent, and said so. */
         fake_script(&f, NULL, 0);

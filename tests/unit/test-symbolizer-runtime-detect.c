@@ -10,6 +10,9 @@
 
 #include <gelf.h>
 #include <libelf.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 #include "file-id.h"
 #include "python-detect.h"
@@ -174,6 +177,48 @@ static int child_answers(void *userdata, int out) {
         return ep_sandbox_write(out, "ok", 2);
 }
 
+static int child_reports_and_waits(void *userdata, int out) {
+        const int *report = userdata;
+        pid_t self = getpid();
+
+        if (write(*report, &self, sizeof self) != sizeof self)
+                return -errno;
+        for (;;)
+                pause();
+}
+
+/* A sandbox does not outlive the process that runs it: killed with it, not left parsing. The
+ * test is the orphan's subreaper, so it sees how the sandbox ended. */
+static void check_sandbox_dies_with_its_parent(void) {
+        int report[2], status = 0;
+        pid_t parent, sandbox = 0;
+
+        ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+        ASSERT_EQ(pipe2(report, O_CLOEXEC), 0);
+        parent = fork();
+        ASSERT_TRUE(parent >= 0);
+        if (parent == 0) {
+                (void) ep_sandbox_run("test", child_reports_and_waits, &report[1], NULL);
+                _exit(EXIT_SUCCESS);
+        }
+        ASSERT_EQ(read(report[0], &sandbox, sizeof sandbox), (ssize_t) sizeof sandbox);
+        ASSERT_EQ(kill(parent, SIGKILL), 0);
+        ASSERT_EQ(waitpid(parent, NULL, 0), parent);
+        for (uint64_t deadline = tests_monotonic_ms() + 30 * 1000; waitpid(sandbox, &status, WNOHANG) != sandbox;) {
+                if (tests_monotonic_ms() >= deadline) {
+                        (void) kill(sandbox, SIGKILL); /* it holds our stdout: the test would hang */
+                        (void) waitpid(sandbox, NULL, 0);
+                        fprintf(stderr, "sandbox %d outlived its parent by 30 s\n", (int) sandbox);
+                        exit(EXIT_FAILURE);
+                }
+                usleep(10 * 1000);
+        }
+        ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        close(report[0]);
+        close(report[1]);
+        ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
+}
+
 static void check_sandbox(void) {
         const EpSandboxLimits cpu = { .cpu_usec = 1 }, wall = { .timeout_usec = 200 * 1000 };
         char buf[2];
@@ -215,6 +260,7 @@ int main(void) {
         (void) elf_version(EV_CURRENT);
         check_error_names();
         check_sandbox();
+        check_sandbox_dies_with_its_parent();
         tmpdir = py_tmpdir_make("test-runtime-detect");
         check_not_runtimes();
         check_wrong_file_id();
