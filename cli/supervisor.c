@@ -133,7 +133,8 @@ static void emit_line(Child *c, const char *line) {
                 fprintf(stderr, "%s\n", line);
         else
                 fprintf(stderr, "[%s] %s\n", c->name, line);
-        snprintf(c->last_line, sizeof(c->last_line), "%s", line);
+        /* Cut to the buffer: the last line only says why a child stopped. */
+        snprintf(c->last_line, sizeof(c->last_line), "%.*s", (int) sizeof(c->last_line) - 1, line);
 }
 
 static int on_output(sd_event_source *source, int fd, uint32_t revents, void *userdata) {

@@ -58,13 +58,13 @@ void log_context_pop_file(const char **saved);
  * that records every occurrence is the caller's job. */
 #define log_once(level, ...)                                   \
         ({                                                     \
-                static _Atomic int _logged_ = 0;               \
+                static int _logged_ = 0;                       \
                 if (!__atomic_exchange_n(&_logged_, 1, __ATOMIC_RELAXED)) \
                         log_full((level), __VA_ARGS__);        \
         })
 #define log_once_errno(level, e, ...)                          \
         ({                                                     \
-                static _Atomic int _logged_ = 0;               \
+                static int _logged_ = 0;                       \
                 int _e_ = (e);                                 \
                 if (!__atomic_exchange_n(&_logged_, 1, __ATOMIC_RELAXED)) \
                         log_full_errno((level), _e_, __VA_ARGS__); \

@@ -419,7 +419,6 @@ static int parse_file(const Setting *s, char **ret, char **ret_error) {
 static int parse_endpoint(const Setting *s, OtlpProtocol protocol, bool insecure, char **ret,
                           char **ret_error) {
         const char *v = s->value, *rest;
-        _cleanup_free_ char *url = NULL;
         size_t n;
 
         *ret = NULL;

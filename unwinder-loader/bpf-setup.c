@@ -27,6 +27,7 @@ struct EpBpf {
         unsigned n_events;
 };
 
+static int libbpf_log(enum libbpf_print_level level, const char *format, va_list ap) _printf_(2, 0);
 static int libbpf_log(enum libbpf_print_level level, const char *format, va_list ap) {
         char buf[1024];
         size_t n;

@@ -341,7 +341,7 @@ static void test_otlp(const char *path) {
 
         /* Nothing matches: the empty request, zero bytes. */
         CHECK_INT(ep_store_filter_add_pid(&f, 300), 0);
-        _cleanup_free_ char *empty = export_to_memory(path, &f, EP_EXPORT_OTLP, 0, &size);
+        free(export_to_memory(path, &f, EP_EXPORT_OTLP, 0, &size));
         CHECK_INT(size, 0);
 }
 

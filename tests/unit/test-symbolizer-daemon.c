@@ -126,7 +126,8 @@ static bool pop_response(EpRing *resp, Response *ret) {
                 _cleanup_free_ char *module = ep_get_str(&rd, 63);
                 ret->n_lines = ep_get_u16(&rd);
                 for (uint16_t i = 0; i < ret->n_lines; i++) {
-                        _cleanup_free_ char *fn = ep_get_str(&rd, 127), *file = ep_get_str(&rd, 127);
+                        _cleanup_free_ char *fn = ep_get_str(&rd, 127);
+                        free(ep_get_str(&rd, 127)); /* the file */
                         (void) ep_get_u32(&rd);
                         if (i == 0 && fn)
                                 snprintf(ret->function, sizeof ret->function, "%s", fn);
@@ -134,7 +135,7 @@ static bool pop_response(EpRing *resp, Response *ret) {
                 snprintf(ret->module, sizeof ret->module, "%s", module ?: "?");
         } else {
                 (void) ep_get_blob(&rd, EP_BUILD_ID_MAX, &ret->build_id_len);
-                _cleanup_free_ char *go = ep_get_str(&rd, 256);
+                free(ep_get_str(&rd, 256)); /* the Go name */
         }
         CHECK(ep_reader_done(&rd));
         ep_ring_consume(resp);

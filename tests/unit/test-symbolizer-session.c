@@ -86,7 +86,8 @@ static int pop_response(EpRing *resp, Response *ret) {
                 _cleanup_free_ char *module = ep_get_str(&rd, 63);
                 ret->n_lines = ep_get_u16(&rd);
                 for (uint16_t i = 0; i < ret->n_lines; i++) {
-                        _cleanup_free_ char *fn = ep_get_str(&rd, 127), *file = ep_get_str(&rd, 127);
+                        _cleanup_free_ char *fn = ep_get_str(&rd, 127);
+                        free(ep_get_str(&rd, 127)); /* the file */
                         (void) ep_get_u32(&rd);
                         if (i == 0 && fn)
                                 snprintf(ret->function, sizeof ret->function, "%s", fn);
