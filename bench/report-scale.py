@@ -25,6 +25,12 @@ complete stacks, and how many samples per second the pipeline takes before it dr
     what no counter explains (should be 0: drops are counted, not silent). Then, at the last
     frequency, the collector and then the loader are stopped (SIGSTOP) for 4 s in a window, so
     their rings fill: the losses must show in RingFullDrops and LostSamples.
+(d) Interpreters running before the start: every CPython on the machine in a busy loop, next
+    to a process that maps the biggest files on the machine (their unwind tables are extracted
+    at the same time, seconds each on a cold disk), empty cache: the time until the first and
+    the last process has its Python frames on (Loader1.PythonCounters "processes", polled),
+    against the time until every table is loaded. A process's Python frames wait for the
+    symbolizer's DetectRuntime answer about its interpreter, not for the tables.
 
     sudo bench/report-scale.py [--processes 2000] [--executables 200] [--frequencies 1000,2000,5000,10000]
                                [--seconds 8] [--smoke] [--json FILE]
@@ -44,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reportlib as rl  # noqa: E402
 
 import test_native_unwind as tnu  # noqa: E402  (tests/integration, on the path through reportlib)
+from conftest import cpython_interpreters, read_lines  # noqa: E402
 
 
 SLEEP = "/usr/bin/sleep"
@@ -294,6 +301,78 @@ def sustained(freqs, seconds, cache, pause):
     return rows
 
 
+# ---- (d) interpreters running before the start ----------------------------------------------
+
+PY_BUSY = "print('ready', flush=True)\nx = 0\nwhile True:\n    x += 1\n"
+# Maps its arguments executable, so that the loader asks for their tables.
+HOLD_MAPPED = """import mmap, os, sys, time
+held = [mmap.mmap(os.open(f, os.O_RDONLY), 0, prot=mmap.PROT_READ | mmap.PROT_EXEC) for f in sys.argv[1:]]
+print('ready', flush=True)
+time.sleep(3600)
+"""
+BIG_FILES = ["/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1", "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1",
+             "/usr/bin/node", "/usr/bin/x86_64-linux-gnu-lto-dump-12"]
+
+
+def runtime_file(pid):
+    """The file that holds pid's CPython runtime: its libpython, else its executable."""
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        path = line.split(maxsplit=5)[5] if len(line.split(maxsplit=5)) == 6 else ""
+        if "libpython" in os.path.basename(path):
+            return os.path.realpath(path)
+    return os.path.realpath(f"/proc/{pid}/exe")
+
+
+def runtimes_on(p):
+    """{runtime file: True} for each the loader has turned Python frames on for (its log line
+    "CPython 3.X in PATH: Python frames on.")."""
+    marker = ": Python frames on."
+    return {line.split(" in ", 1)[1].removesuffix(marker): True
+            for line in p.output().splitlines() if line.endswith(marker) and " in " in line}
+
+
+def pythons_before(tmp, cache, big, seconds_max):
+    pythons = cpython_interpreters()
+    if not pythons:
+        return None
+    script = tmp / "busy.py"
+    script.write_text(PY_BUSY)
+    procs = []
+    m = None
+    res = {"interpreters": len(pythons), "big_files": [f for f in big if os.access(f, os.R_OK)]}
+    try:
+        procs.append(subprocess.Popen(["/usr/bin/python3", "-c", HOLD_MAPPED, *res["big_files"]],
+                                      stdout=subprocess.PIPE))
+        procs += [subprocess.Popen([py, str(script)], stdout=subprocess.PIPE) for py in pythons.values()]
+        for w in procs:
+            read_lines(w, 1)
+        files = {runtime_file(w.pid) for w in procs[1:]}
+        res["runtime_files"] = len(files)
+        t0 = time.monotonic()
+        m = rl.start_machine(99, ["--cache-dir", str(cache)])
+        res["ready_s"] = time.monotonic() - t0
+        p = m.profiler
+        seen = {}
+        while time.monotonic() - t0 < seconds_max and len(seen) < len(files):
+            t = time.monotonic() - t0
+            for f in files & runtimes_on(p).keys():
+                seen.setdefault(f, t)
+            time.sleep(0.01)
+        if seen:
+            res["first_s"] = min(seen.values())
+        if len(seen) == len(files):
+            res["last_s"] = max(seen.values())
+        res["tables_s"] = time.monotonic() - t0 if settled(p, seconds_max) else None
+        res["extracted"] = p.prop("Symbolizer", "UnwindCacheMisses")
+    finally:
+        for w in procs:
+            w.kill()
+            w.wait()
+        if m:
+            m.stop()
+    return res
+
+
 def mib(b):
     return f"{b / 1048576:.2f}"
 
@@ -323,6 +402,9 @@ def main():
             out["first_stack_warm"] = first_complete(tmp / "cache-b", 20 if a.smoke else 60)
             print("(b) done", file=sys.stderr)
             out["sustained"] = sustained(freqs, a.seconds, tmp / "cache-b", 1.5 if a.smoke else 4)
+            print("(c) done", file=sys.stderr)
+            out["pythons_before"] = pythons_before(tmp, tmp / "cache-d", [] if a.smoke else BIG_FILES,
+                                                   30 if a.smoke else 180)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -379,6 +461,20 @@ def main():
           "closed with Collector1.Flush, so samples in flight at a window's edge move to the next, and the "
           "seven counters are read one after the other over the bus (tens of ms: ~1 % of a window at "
           "20,000 samples/s). A stopped daemon's losses appear in its ring's counter.")
+    d = out["pythons_before"]
+    if d is None:
+        print("\n**(d) Interpreters running before the start**: no CPython on this machine.")
+    else:
+        big = ", ".join(os.path.basename(f) for f in d["big_files"]) or "none (smoke run)"
+        print(f"\n**(d) Interpreters running before the start**: {d['interpreters']} CPythons in a busy loop "
+              f"({d['runtime_files']} runtime files), next to a process mapping {big}; empty cache\n")
+        print("| ready (on the bus) | first runtime on | last runtime on | every table loaded | tables extracted |")
+        print("|---:|---:|---:|---:|---:|")
+        print(f"| {d['ready_s']:.2f} s | {fmt(d.get('first_s'))} s | {fmt(d.get('last_s'))} s "
+              f"| {fmt(d.get('tables_s'))} s | {d['extracted']} |")
+        print("\nA runtime is on when the loader logs \"CPython 3.X in FILE: Python frames on.\" (polled every "
+              "10 ms from ready on: a time equal to ready means on before the bus answered); from then on BPF walks "
+              "the Python frames of every process that maps the file.")
     rl.write_json(a.json, out)
     return 0
 
