@@ -47,7 +47,7 @@
  *         EP_LOOKUP_ERROR     the loaded table is inconsistent: stop (EP_STOP_TABLE_ERROR).
  *
  * Types uint8_t..uint64_t must be defined (stdint.h, or clang's freestanding one in BPF);
- * this header includes "unwind-rule.h" (bpf/) and "wire.h" (common/) for the EP_CFA_*,
+ * this header includes "unwind-rule.h" and "wire.h" (common/) for the EP_CFA_*,
  * EP_FP_* and EP_STOP_* numbers, so both directories must be on the include path.
  *
  * ---- USE -------------------------------------------------------------------------------------

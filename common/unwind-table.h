@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../bpf/unwind-rule.h"
+#include "unwind-rule.h"
 #include "wire.h"
 
 #define EP_UNWIND_TABLE_MAGIC 0x54555045u /* "EPUT" */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* One CFI row, as libdw evaluates it, expressed as an ep_unwind_rule (bpf/unwind-rule.h). Only
+/* One CFI row, as libdw evaluates it, expressed as an ep_unwind_rule (common/unwind-rule.h). Only
  * what the BPF unwinder can execute is accepted; any other row becomes EP_CFA_INVALID and says
  * why, so extraction can count it. x86-64 only for now: the per-machine entry point keeps the
  * door open for arm64 (LR-based rules in the reserved cfa_kind values). */
@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../bpf/unwind-rule.h"
+#include "unwind-rule.h"
 
 enum {
         EP_ROW_CFA_UNSUPPORTED = 1 << 0, /* CFA rule we cannot express (other register, expression) */
