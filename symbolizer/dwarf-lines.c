@@ -100,12 +100,12 @@ static void dwarf_close(EpDwarf *d);
  * new addresses come just less often than the idle time would cost that much every time. */
 #define IDLE_SHIFT_MAX 4
 
-unsigned ep_dwarf_close_idle(uint64_t idle_ns) {
-        uint64_t now = ep_clock_ns(CLOCK_MONOTONIC);
-
+unsigned ep_dwarf_close_idle(uint64_t now_ns, uint64_t idle_ns) {
         for (EpDwarf *d = lru.tail, *prev; d; d = prev) {
+                uint64_t limit = idle_ns > UINT64_MAX >> d->idle_shift ? UINT64_MAX : idle_ns << d->idle_shift;
+
                 prev = d->prev;
-                if (now - d->used_ns >= idle_ns << d->idle_shift) {
+                if (now_ns >= d->used_ns && now_ns - d->used_ns >= limit) {
                         dwarf_close(d);
                         d->closed_idle = true;
                 }

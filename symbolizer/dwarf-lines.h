@@ -54,9 +54,9 @@ void ep_dwarf_drop_pages(void);
 /* Closes the handles no lookup used for idle_ns (reopened when one is needed again): the
  * working set of a steady state is a few files, not every file a burst of new code touched.
  * A closed handle gives back everything above, inflated sections included. A handle reopened
- * after such a close waits twice as long from then on (up to 16 × idle_ns). Returns how many
- * handles stay open. */
-unsigned ep_dwarf_close_idle(uint64_t idle_ns);
+ * after such a close waits twice as long from then on (up to 16 × idle_ns). now_ns is
+ * CLOCK_MONOTONIC (lookups stamp the handles with it). Returns how many handles stay open. */
+unsigned ep_dwarf_close_idle(uint64_t now_ns, uint64_t idle_ns);
 
 /* Whether f carries DWARF (a .debug_info with contents; not the NOBITS stub of a stripped file). */
 bool ep_dwarf_present(EpElfFile *f);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "dwarf-lines.h"
 #include "log.h"
@@ -329,7 +330,7 @@ static int on_trim(sd_event_source *src, uint64_t usec, void *userdata) {
         unsigned before = ep_dwarf_open_handles(), open;
 
         ep_dwarf_drop_pages();
-        open = ep_dwarf_close_idle(EP_SESSION_DWARF_IDLE_USEC * NSEC_PER_USEC);
+        open = ep_dwarf_close_idle(ep_clock_ns(CLOCK_MONOTONIC), EP_SESSION_DWARF_IDLE_USEC * NSEC_PER_USEC);
         if (open < before)
                 (void) malloc_trim(0); /* what they freed in the middle of the heap */
         if (open > 0)

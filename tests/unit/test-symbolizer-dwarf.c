@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "debug-file.h"
 #include "demangle.h"
 #include "dwarf-lines.h"
@@ -248,9 +249,9 @@ static void test_inline_chain(const char *prog) {
         /* Handles used within the idle time stay open; with none, every one is closed, and the
          * next lookup opens its file's again. */
         unsigned open = ep_dwarf_open_handles();
-        CHECK_INT(ep_dwarf_close_idle(UINT64_MAX), open);
+        CHECK_INT(ep_dwarf_close_idle(ep_clock_ns(CLOCK_MONOTONIC), UINT64_MAX), open);
         uint64_t opens = ep_dwarf_opens();
-        CHECK_INT(ep_dwarf_close_idle(0), 0);
+        CHECK_INT(ep_dwarf_close_idle(ep_clock_ns(CLOCK_MONOTONIC), 0), 0);
 
         /* A return address one past the mark looks up the mark itself, reports its own. */
         res = sym(r, 1, mark + 1, true, prog);
@@ -570,13 +571,37 @@ static void test_compressed(const char *prog, uint64_t mark) {
                 uint64_t opens = ep_dwarf_opens();
 
                 check_chain(sym(r, 2, mark, false, NULL));
-                CHECK_INT(ep_dwarf_close_idle(0), 0);
+                CHECK_INT(ep_dwarf_close_idle(ep_clock_ns(CLOCK_MONOTONIC), 0), 0);
                 check_chain(sym(r, 2, mark + 1, true, NULL));
                 CHECK_U64(ep_dwarf_opens(), opens + 2);
                 ep_dwarf_drop_pages();
                 check_against_addr2line(r, 2, spin, spin + nm_size(prog, "ic_spin"));
         }
         CHECK_INT(unlink(path), 0);
+}
+
+/* A handle closed for idleness and opened again waits twice as long from then on, up to 16
+ * times the idle time. No waiting: the idle checks are given times ahead of the clock. A
+ * handle used at u and checked at t + x, t read after the use, has been idle for at least x
+ * and at most x + (t - u); the margins (half an idle time, 50 s) dwarf t - u. */
+static void test_idle_doubling(const char *prog) {
+        _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+        const uint64_t idle = 100 * NSEC_PER_SEC;
+        uint64_t spin = nm_address(prog, "ic_spin", false, NULL, 0);
+
+        files[1] = prog;
+        for (unsigned k = 0; k <= 6; k++) {
+                uint64_t opens = ep_dwarf_opens(), limit = idle << MIN(k, 4u), t;
+                unsigned open;
+
+                (void) sym(r, 1, spin + k, false, prog); /* a new address: the handle is needed */
+                t = ep_clock_ns(CLOCK_MONOTONIC);
+                CHECK_U64(ep_dwarf_opens(), opens + 1); /* opened (again) */
+                open = ep_dwarf_open_handles();
+                CHECK(open >= 1);
+                CHECK_INT(ep_dwarf_close_idle(t + limit - idle / 2, idle), open);
+                CHECK_INT(ep_dwarf_close_idle(t + limit + idle / 2, idle), open - 1);
+        }
 }
 
 static void test_malformed(const char *prog, uint64_t mark) {
@@ -642,6 +667,7 @@ int main(void) {
         test_llvm_dynsym();
         test_handle_limit(prog, cxx && *cxx ? cxx : NULL, rust && *rust ? rust : NULL, mark);
         test_compressed(prog, mark);
+        test_idle_doubling(prog);
         test_malformed(prog, mark);
 
         CHECK_INT(rmdir(tmp_root), 0);
