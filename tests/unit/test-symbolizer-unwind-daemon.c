@@ -330,10 +330,11 @@ static bool hold_extraction(sd_bus *bus, const char *path, int *state, sd_bus_sl
  * the table comes once the sandbox goes on. (Python frames of a process wait for its
  * detection; on a first start every table is extracted, some for seconds.) */
 static void check_detect_while_extracting(sd_bus *bus, const char *prog, const uint8_t prog_id[EP_FILE_ID_SIZE]) {
+        /* Not libLLVM-15: check_not_blocking() needs its table not cached yet. */
         static const char *const big[] = {
                 "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1",
                 "/usr/bin/x86_64-linux-gnu-lto-dump-12",
-                "/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1",
+                "/usr/bin/node",
         };
         char runtime[64], err[256];
         EpCPythonFacts facts;
