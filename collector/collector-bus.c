@@ -38,6 +38,8 @@ enum {
         PROP_TABLE_RESTARTS,
         PROP_EXPORTED_UNNAMED_FRAMES,
         PROP_TRACES_SEEN_BEFORE,
+        PROP_RETRYING_SYMBOLS,
+        PROP_SYMBOL_RETRIES,
         _PROP_MAX,
 };
 
@@ -68,6 +70,8 @@ static const char *const prop_names[_PROP_MAX] = {
         [PROP_TABLE_RESTARTS] = "TableRestarts",
         [PROP_EXPORTED_UNNAMED_FRAMES] = "ExportedUnnamedFrames",
         [PROP_TRACES_SEEN_BEFORE] = "TracesSeenBefore",
+        [PROP_RETRYING_SYMBOLS] = "RetryingSymbols",
+        [PROP_SYMBOL_RETRIES] = "SymbolRetries",
 };
 
 _Static_assert(_PROP_MAX <= ELEMENTSOF(((Collector *) 0)->props_sent), "props_sent too small");
@@ -136,6 +140,10 @@ static uint64_t prop_value(const Collector *c, int p) {
                 return c->exported_unnamed_frames;
         case PROP_TRACES_SEEN_BEFORE:
                 return c->traces_seen_before;
+        case PROP_RETRYING_SYMBOLS:
+                return collector_sym_retrying(c);
+        case PROP_SYMBOL_RETRIES:
+                return c->sym.retries_sent;
         default:
                 return 0;
         }
@@ -168,6 +176,7 @@ static int get_property(sd_bus *bus, const char *path, const char *interface, co
                 case PROP_RETENTION_RUNNING:
                         return sd_bus_message_append(reply, "b", (int) prop_value(c, p));
                 case PROP_PENDING_SYMBOLS:
+                case PROP_RETRYING_SYMBOLS:
                         return sd_bus_message_append(reply, "u", (uint32_t) prop_value(c, p));
                 case PROP_LAST_ERROR:
                         return sd_bus_message_append(reply, "s", c->last_error ?: "");
@@ -293,6 +302,8 @@ static const sd_bus_vtable collector_vtable[] = {
         COUNTER("ExportedUnnamedFrames"),
         SD_BUS_PROPERTY("PendingSymbols", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         COUNTER("FirstPendingFrame"),
+        SD_BUS_PROPERTY("RetryingSymbols", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        COUNTER("SymbolRetries"),
         SD_BUS_PROPERTY("LastError", "s", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("StoreSchemaVersion", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         COUNTER("StoreBytes"),
@@ -329,9 +340,11 @@ static int on_interval_timer(sd_event_source *s, uint64_t usec, void *userdata) 
 static int on_drain_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Collector *c = userdata;
 
-        /* Safety net for missed wake-ups, and retries of requests that found the ring full. */
+        /* Safety net for missed wake-ups, retries of requests that found the ring full, and
+         * frames asked again after a passing failure. */
         collector_drain_traces(c);
         collector_sym_drain(c);
+        collector_sym_retry_due(c, ep_now_ns(CLOCK_MONOTONIC));
         collector_sym_flush(c);
         return rearm(s, COLLECTOR_DRAIN_PERIOD_NS);
 }

@@ -48,6 +48,7 @@ void collector_done(Collector *c) {
         free(c->dirty_files);
         free(c->sym.frame_queue);
         free(c->sym.file_queue);
+        free(c->sym.retries);
         ep_ring_free(c->sym.req);
         ep_ring_free(c->sym.resp);
         ep_ring_free(c->trace_ring);
@@ -164,10 +165,10 @@ int interval_collect_refs(Collector *c, Interval *iv, IntervalRefs *refs) {
 
 bool interval_refs_pending(Collector *c, const IntervalRefs *refs) {
         for (size_t i = 0; i < refs->n_frames; i++)
-                if (sym_state_pending(c->frames.items[refs->frames[i]].sym_state))
+                if (sym_state_in_flight(c->frames.items[refs->frames[i]].sym_state))
                         return true;
         for (size_t i = 0; i < refs->n_files; i++)
-                if (sym_state_pending(c->files.items[refs->files[i]].sym_state))
+                if (sym_state_in_flight(c->files.items[refs->files[i]].sym_state))
                         return true;
         return false;
 }

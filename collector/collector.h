@@ -41,6 +41,19 @@ typedef struct IntervalRefs {
         size_t cap_files, cap_frames, cap_stacks, cap_processes;
 } IntervalRefs;
 
+/* A frame or file answered EP_SYM_RETRY, asked again at due_ns (CLOCK_MONOTONIC). */
+typedef struct SymRetry {
+        uint64_t due_ns;
+        uint32_t idx;
+        bool file;
+} SymRetry;
+
+/* The back-off of asking again after a passing failure: 1 s, doubling, at most 30 s. A retry
+ * never gives up on its own: only a name, a definite answer or (per-process frames) the
+ * process's exit end it. */
+#define COLLECTOR_SYM_RETRY_FIRST_NS (1 * NSEC_PER_SEC)
+#define COLLECTOR_SYM_RETRY_MAX_NS (30 * NSEC_PER_SEC)
+
 typedef struct SymClient {
         EpRing *req, *resp;
         sd_event_source *resp_io;
@@ -49,7 +62,11 @@ typedef struct SymClient {
         /* Not yet written to the request ring (frame / file indices). */
         uint32_t *frame_queue, *file_queue;
         size_t n_frame_queue, cap_frame_queue, n_file_queue, cap_file_queue;
+        /* Waiting for their retry, in the order answered (not sorted by due time). */
+        SymRetry *retries;
+        size_t n_retries, cap_retries;
         uint64_t requests_sent, responses;
+        uint64_t retries_sent; /* requests sent again after an EP_SYM_RETRY answer */
         uint32_t first_pending; /* no frame below this index waits for its symbol (moved on by drains) */
 } SymClient;
 
@@ -109,7 +126,7 @@ typedef struct Collector {
         uint64_t export_drops;
         uint64_t exported_unnamed_frames; /* handed over while their symbols were pending */
         uint64_t store_errors;
-        uint32_t pending_symbols; /* frames queued or requested */
+        uint32_t pending_symbols; /* frames queued, requested or waiting for a retry */
         char *last_error;
 } Collector;
 
@@ -157,6 +174,12 @@ void collector_sym_flush(Collector *c);
 /* Applies one response-ring record. */
 int collector_sym_apply(Collector *c, uint16_t type, const void *payload, size_t len);
 void collector_sym_drain(Collector *c);
+/* Queues the frames and files whose retry is due at now_ns (CLOCK_MONOTONIC) and sends them;
+ * a per-process frame whose process exited is answered NO_FILE instead. Called from the
+ * drain timer; tests pass the time they want. */
+void collector_sym_retry_due(Collector *c, uint64_t now_ns);
+/* Frames waiting for a retry now (a subset of pending_symbols). */
+size_t collector_sym_retrying(const Collector *c);
 /* Puts every unanswered request back in the queue (the session went away or was replaced). */
 int collector_sym_requeue(Collector *c);
 int collector_sym_attach(Collector *c, int req_ring, int req_efd, int resp_ring, int resp_efd);

@@ -21,6 +21,7 @@ typedef struct FileEntry {
         uint8_t sym_state; /* SymState: the EP_MSG_SYM_FILE_REQUEST */
         uint8_t status;    /* EP_SYM_* once answered */
         bool store_dirty;  /* build IDs arrived after the row was written */
+        uint8_t retries;   /* EP_SYM_RETRY answers so far: the back-off of the next ask */
         int64_t store_id;  /* files.id, 0 while not in the store */
         uint64_t mark;     /* interval seq that last collected it (see interval refs) */
 } FileEntry;

@@ -30,6 +30,7 @@ typedef struct Frame {
         bool store_dirty;  /* symbolized after the row was written: UPDATE pending */
         uint8_t sym_asks;  /* EP_FRAME_UNMAPPED: requests sent (a miss is asked again later) */
         uint16_t asked_seq; /* ... low bits of the interval seq of the last request */
+        uint8_t retries;   /* EP_SYM_RETRY answers so far: the back-off of the next ask */
         char *module;
         SymLine *lines;    /* innermost first */
 } Frame;

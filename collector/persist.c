@@ -109,7 +109,7 @@ static int put_refs(Collector *c, const IntervalRefs *refs, Undo *undo) {
                         owner = p->store_id;
                 } else if (f->file)
                         owner = c->files.items[f->file].store_id;
-                r = store_put_frame(s, f->kind, owner, f->addr, frame_symbol(f, &buf), &f->store_id);
+                r = store_put_frame(s, f->kind, f->flags, owner, f->addr, frame_symbol(f, &buf), &f->store_id);
                 if (r < 0)
                         return r;
                 r = undo_note(undo, &f->store_id);

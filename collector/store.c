@@ -71,10 +71,31 @@ static const char migrate_1_to_2_sql[] =
         "        WHERE m.process = processes.id;\n"
         "CREATE TABLE dead_intervals(id INTEGER PRIMARY KEY);\n";
 
+/* Version 3: a frame's identity includes its return-address flag (EP_FRAME_FLAG_*), so the two
+ * variants of one offset, named at offset - 1 and at the offset, are two rows (before, the
+ * first one written named both). SQLite cannot change a UNIQUE constraint in place: the table
+ * is copied with its ids (stacks and frame_lines refer to them). Older rows get flags 0; which
+ * variant they were is not recorded, so a return address seen again gets a row of its own. */
+static const char migrate_2_to_3_sql[] =
+        "CREATE TABLE frames_v3(id INTEGER PRIMARY KEY,\n"
+        "                       kind INTEGER NOT NULL,\n"
+        "                       file INTEGER NOT NULL,\n"
+        "                       addr INTEGER NOT NULL,\n"
+        "                       elf_addr INTEGER,\n"
+        "                       module TEXT,\n"
+        "                       status INTEGER,\n"
+        "                       flags INTEGER NOT NULL DEFAULT 0,\n"
+        "                       UNIQUE(kind, file, addr, flags));\n"
+        "INSERT INTO frames_v3(id, kind, file, addr, elf_addr, module, status)\n"
+        "        SELECT id, kind, file, addr, elf_addr, module, status FROM frames;\n"
+        "DROP TABLE frames;\n"
+        "ALTER TABLE frames_v3 RENAME TO frames;\n";
+
 /* migrations[v] takes a store from version v to v + 1. */
 static const char *const migrations[] = {
         migrate_0_to_1_sql,
         migrate_1_to_2_sql,
+        migrate_2_to_3_sql,
 };
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -112,10 +133,13 @@ static const char *const statement_sql[_ST_MAX] = {
         [ST_FILE_LOOKUP] = "SELECT id FROM files WHERE file_id = ?1",
         [ST_FILE_UPDATE] = "UPDATE files SET gnu_build_id = coalesce(?2, gnu_build_id), "
                            "go_build_id = coalesce(?3, go_build_id) WHERE id = ?1",
-        [ST_FRAME_INSERT] = "INSERT OR IGNORE INTO frames(kind, file, addr, elf_addr, module, status) "
-                            "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-        [ST_FRAME_LOOKUP] = "SELECT id FROM frames WHERE kind = ?1 AND file = ?2 AND addr = ?3",
-        [ST_FRAME_UPDATE] = "UPDATE frames SET elf_addr = ?2, module = ?3, status = ?4 WHERE id = ?1",
+        [ST_FRAME_INSERT] = "INSERT OR IGNORE INTO frames(kind, file, addr, elf_addr, module, status, flags) "
+                            "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        [ST_FRAME_LOOKUP] = "SELECT id FROM frames WHERE kind = ?1 AND file = ?2 AND addr = ?3 AND flags = ?4",
+        /* A named row (status 0, EP_SYM_OK) is only ever named again: a later failure (a
+         * file gone after a restart of the collector, say) must not unname it. */
+        [ST_FRAME_UPDATE] = "UPDATE frames SET elf_addr = ?2, module = ?3, status = ?4 "
+                            "WHERE id = ?1 AND (?4 = 0 OR status IS NULL OR status != 0)",
         [ST_LINES_DELETE] = "DELETE FROM frame_lines WHERE frame = ?1",
         [ST_LINES_INSERT] = "INSERT INTO frame_lines(frame, depth, function, source_file, line) "
                             "VALUES(?1, ?2, ?3, ?4, ?5)",
@@ -567,7 +591,7 @@ static int store_put_lines(Store *s, int64_t id, const StoreSymbol *sym, bool re
         return 0;
 }
 
-int store_put_frame(Store *s, uint8_t kind, int64_t file, uint64_t addr, const StoreSymbol *sym,
+int store_put_frame(Store *s, uint8_t kind, uint8_t flags, int64_t file, uint64_t addr, const StoreSymbol *sym,
                     int64_t *ret_id) {
         sqlite3_stmt *st = s->st[ST_FRAME_INSERT];
         int64_t id;
@@ -576,6 +600,7 @@ int store_put_frame(Store *s, uint8_t kind, int64_t file, uint64_t addr, const S
         BIND(sqlite3_bind_int(st, 1, kind));
         BIND(sqlite3_bind_int64(st, 2, file));
         BIND(sqlite3_bind_int64(st, 3, (int64_t) addr));
+        BIND(sqlite3_bind_int(st, 7, flags));
         if (sym) {
                 BIND(sym->elf_addr_known ? sqlite3_bind_int64(st, 4, (int64_t) sym->elf_addr)
                                          : sqlite3_bind_null(st, 4));
@@ -602,6 +627,7 @@ int store_put_frame(Store *s, uint8_t kind, int64_t file, uint64_t addr, const S
                 BIND(sqlite3_bind_int(st, 1, kind));
                 BIND(sqlite3_bind_int64(st, 2, file));
                 BIND(sqlite3_bind_int64(st, 3, (int64_t) addr));
+                BIND(sqlite3_bind_int(st, 4, flags));
                 r = step_existing_id(s, st, "looking up a frame", &id);
                 if (r < 0)
                         return r;
@@ -627,6 +653,8 @@ int store_update_frame_symbol(Store *s, int64_t id, const StoreSymbol *sym) {
         r = step_done(s, st, "updating a frame");
         if (r < 0)
                 return r;
+        if (sqlite3_changes(s->db) == 0)
+                return 0; /* named already: kept */
         return store_put_lines(s, id, sym, true);
 }
 

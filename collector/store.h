@@ -17,7 +17,7 @@
 #include "symbol.h"
 #include "wire.h"
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 #define STORE_STACK_HASH_SIZE 16
 
 typedef struct Store Store;
@@ -59,11 +59,13 @@ int store_update_file_build_ids(Store *s, int64_t id, const void *gnu_build_id,
                                 size_t gnu_build_id_len, const char *go_build_id);
 
 /* file is files.id for native frames, processes.id for unmapped (JIT) frames (whose addresses
- * mean something in one process only; the process row must exist), else 0. sym NULL: pending
- * (an existing row is left as it is); otherwise the row's symbolization and lines are set to
- * sym. */
-int store_put_frame(Store *s, uint8_t kind, int64_t file, uint64_t addr, const StoreSymbol *sym,
+ * mean something in one process only; the process row must exist), else 0; flags are the
+ * EP_FRAME_FLAG_* of the frame's identity (the return-address flag). sym NULL: pending (an
+ * existing row is left as it is); otherwise the row's symbolization and lines are set to sym,
+ * except that a named row (EP_SYM_OK) is never replaced by a failure. */
+int store_put_frame(Store *s, uint8_t kind, uint8_t flags, int64_t file, uint64_t addr, const StoreSymbol *sym,
                     int64_t *ret_id);
+/* The same rule: a failure does not overwrite a name. */
 int store_update_frame_symbol(Store *s, int64_t id, const StoreSymbol *sym);
 
 /* frame_ids leaf first. The row is found by a 16-byte hash of the frames blob. */

@@ -26,8 +26,15 @@ typedef enum SymState {
         SYM_STATE_QUEUED,    /* waiting to be written to the request ring */
         SYM_STATE_REQUESTED, /* in the request ring or being worked on */
         SYM_STATE_DONE,      /* a response was applied */
+        SYM_STATE_RETRY,     /* answered EP_SYM_RETRY: asked again when its retry is due */
 } SymState;
 
-static inline int sym_state_pending(uint8_t s) {
+/* Asked and not answered yet: what a closing interval waits for (briefly). */
+static inline int sym_state_in_flight(uint8_t s) {
         return s == SYM_STATE_QUEUED || s == SYM_STATE_REQUESTED;
+}
+
+/* Not named yet and not given up on: in flight, or waiting for a retry. */
+static inline int sym_state_pending(uint8_t s) {
+        return sym_state_in_flight(s) || s == SYM_STATE_RETRY;
 }

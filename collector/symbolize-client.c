@@ -177,6 +177,101 @@ static int mark_dirty(uint32_t **list, size_t *n, size_t *cap, bool *flag, uint3
         return 0;
 }
 
+/* A definite answer for a pending frame (names, NOT_FOUND, NO_FILE, BAD_FILE): kept, and
+ * written over the stored row when one was written while it was pending. */
+static int frame_answered(Collector *c, uint32_t idx, uint8_t status, uint64_t elf_addr, char *module,
+                          SymLine *lines, uint32_t n_lines) {
+        Frame *f = &c->frames.items[idx];
+
+        frame_set_symbol(f, status, elf_addr, module, lines, n_lines);
+        f->retries = 0;
+        c->pending_symbols--;
+        if (f->store_id != 0)
+                return mark_dirty(&c->dirty_frames, &c->n_dirty_frames, &c->cap_dirty_frames,
+                                  &f->store_dirty, idx);
+        return 0;
+}
+
+static uint64_t retry_delay_ns(unsigned retries_before) {
+        uint64_t d = COLLECTOR_SYM_RETRY_FIRST_NS;
+
+        for (unsigned i = 0; i < retries_before && d < COLLECTOR_SYM_RETRY_MAX_NS; i++)
+                d *= 2;
+        return MIN(d, COLLECTOR_SYM_RETRY_MAX_NS);
+}
+
+/* An EP_SYM_RETRY answer: not an answer. The frame or file stays pending (counted in
+ * pending_symbols, below FirstPendingFrame) and is asked again once its back-off is over,
+ * whether or not a later trace uses it. */
+static int schedule_retry(Collector *c, uint32_t idx, bool file, uint8_t *sym_state, uint8_t *retries) {
+        SymRetry entry = {
+                .due_ns = ep_now_ns(CLOCK_MONOTONIC) + retry_delay_ns(*retries),
+                .idx = idx,
+                .file = file,
+        };
+        int r;
+
+        r = ARRAY_PUSH(c->sym.retries, c->sym.n_retries, c->sym.cap_retries, entry);
+        if (r < 0)
+                return r;
+        *sym_state = SYM_STATE_RETRY;
+        if (*retries < UINT8_MAX)
+                (*retries)++;
+        return 0;
+}
+
+size_t collector_sym_retrying(const Collector *c) {
+        return c->sym.n_retries;
+}
+
+/* Whether a retry of frame idx still has something to ask: a per-process frame's process
+ * must still run (its memory and perf map went with it). */
+static bool frame_retry_possible(Collector *c, const Frame *f) {
+        const Process *p;
+
+        if (!ep_frame_kind_per_process(f->kind))
+                return true;
+        p = process_table_get(&c->processes, f->process);
+        return p && !p->exited;
+}
+
+static int retry_one(Collector *c, const SymRetry *e) {
+        if (e->file) {
+                FileEntry *f = file_table_get(&c->files, e->idx);
+
+                if (!f || f->sym_state != SYM_STATE_RETRY)
+                        return 0;
+                f->sym_state = SYM_STATE_NONE;
+                return collector_sym_queue_file(c, e->idx);
+        }
+
+        Frame *f = frame_table_get(&c->frames, e->idx);
+        if (!f || f->sym_state != SYM_STATE_RETRY)
+                return 0;
+        if (!frame_retry_possible(c, f))
+                return frame_answered(c, e->idx, EP_SYM_NO_FILE, 0, NULL, NULL, 0);
+        return collector_sym_queue_frame(c, e->idx);
+}
+
+void collector_sym_retry_due(Collector *c, uint64_t now_ns) {
+        size_t kept = 0, queued = 0;
+
+        for (size_t i = 0; i < c->sym.n_retries; i++) {
+                SymRetry e = c->sym.retries[i];
+
+                if (e.due_ns > now_ns || retry_one(c, &e) < 0) {
+                        c->sym.retries[kept++] = e; /* not yet, or out of memory: later */
+                        continue;
+                }
+                queued++;
+        }
+        c->sym.n_retries = kept;
+        if (queued == 0)
+                return;
+        c->sym.retries_sent += queued;
+        collector_sym_flush(c);
+}
+
 static int apply_frame_response(Collector *c, const void *payload, size_t len) {
         _cleanup_free_ char *module = NULL;
         SymLine *lines = NULL;
@@ -193,7 +288,7 @@ static int apply_frame_response(Collector *c, const void *payload, size_t len) {
         elf_addr = ep_get_u64(&rd);
         module = ep_get_str(&rd, SYM_MODULE_MAX);
         n_lines = ep_get_u16(&rd);
-        ok = !rd.error && n_lines <= SYM_LINES_MAX && status <= EP_SYM_BAD_FILE;
+        ok = !rd.error && n_lines <= SYM_LINES_MAX && status < _EP_SYM_STATUS_MAX;
         if (ok && n_lines > 0) {
                 lines = calloc(n_lines, sizeof(SymLine));
                 if (!lines)
@@ -207,7 +302,7 @@ static int apply_frame_response(Collector *c, const void *payload, size_t len) {
         ok = ok && ep_reader_done(&rd);
 
         f = cookie < c->frames.n ? frame_table_get(&c->frames, (uint32_t) cookie) : NULL;
-        if (!f || !sym_state_pending(f->sym_state)) {
+        if (!f || !sym_state_in_flight(f->sym_state)) {
                 /* Not something we asked for, or answered already (a replaced session). */
                 sym_lines_free(lines, lines ? n_lines : 0);
                 return ok ? 0 : DECODE_ERROR(c, "Dropping malformed symbol response (%zu bytes).", len);
@@ -215,17 +310,16 @@ static int apply_frame_response(Collector *c, const void *payload, size_t len) {
         if (!ok) {
                 sym_lines_free(lines, lines ? n_lines : 0);
                 /* Do not wait for it forever. */
-                frame_set_symbol(f, EP_SYM_NOT_FOUND, 0, NULL, NULL, 0);
-                c->pending_symbols--;
+                (void) frame_answered(c, (uint32_t) cookie, EP_SYM_NOT_FOUND, 0, NULL, NULL, 0);
                 return DECODE_ERROR(c, "Dropping malformed symbol response (%zu bytes).", len);
         }
 
-        frame_set_symbol(f, status, elf_addr, TAKE_PTR(module), lines, lines ? n_lines : 0);
-        c->pending_symbols--;
-        if (f->store_id != 0)
-                return mark_dirty(&c->dirty_frames, &c->n_dirty_frames, &c->cap_dirty_frames,
-                                  &f->store_dirty, (uint32_t) cookie);
-        return 0;
+        if (status == EP_SYM_RETRY) {
+                sym_lines_free(lines, lines ? n_lines : 0);
+                return schedule_retry(c, (uint32_t) cookie, false, &f->sym_state, &f->retries);
+        }
+        return frame_answered(c, (uint32_t) cookie, status, elf_addr, TAKE_PTR(module), lines,
+                              lines ? n_lines : 0);
 }
 
 static int apply_file_response(Collector *c, const void *payload, size_t len) {
@@ -242,13 +336,16 @@ static int apply_file_response(Collector *c, const void *payload, size_t len) {
         status = ep_get_u8(&rd);
         gnu = ep_get_blob(&rd, EP_BUILD_ID_MAX, &gnu_len);
         go_build_id = ep_get_str(&rd, SYM_GO_BUILD_ID_MAX);
-        if (!ep_reader_done(&rd) || status > EP_SYM_BAD_FILE)
+        if (!ep_reader_done(&rd) || status >= _EP_SYM_STATUS_MAX)
                 return DECODE_ERROR(c, "Dropping malformed file response (%zu bytes).", len);
 
         f = cookie > 0 && cookie < c->files.n ? file_table_get(&c->files, (uint32_t) cookie) : NULL;
-        if (!f || !sym_state_pending(f->sym_state))
+        if (!f || !sym_state_in_flight(f->sym_state))
                 return 0;
+        if (status == EP_SYM_RETRY)
+                return schedule_retry(c, (uint32_t) cookie, true, &f->sym_state, &f->retries);
 
+        f->retries = 0;
         f->status = status;
         f->gnu_build_id_len = (uint8_t) MIN(gnu_len, sizeof(f->gnu_build_id));
         if (f->gnu_build_id_len > 0)

@@ -124,6 +124,10 @@ enum {
         EP_SYM_NOT_FOUND = 1,   /* the file was read but no symbol covers addr */
         EP_SYM_NO_FILE = 2,     /* the loader could not open the file (process gone, ...) */
         EP_SYM_BAD_FILE = 3,    /* the file is not a usable ELF */
+        EP_SYM_RETRY = 4,       /* not named for a passing reason (the loader timed out or is
+                                 * restarting, a descriptor went stale, out of memory): not an
+                                 * answer; the requester asks again later, nobody caches it */
+        _EP_SYM_STATUS_MAX,
 };
 
 /* EP_MSG_SYM_RESPONSE: u64 cookie, u8 status, u64 elf_addr, str module, u16 n_lines,

@@ -65,7 +65,10 @@ static int map_error(const sd_bus_error *e, int r) {
                 return -ENXIO;
         if (sd_bus_error_has_names(e, SD_BUS_ERROR_TIMEOUT, SD_BUS_ERROR_NO_REPLY) || r == -ETIMEDOUT)
                 return -ETIMEDOUT;
-        return -EIO;
+        /* Anything else (the loader out of descriptors or memory, the bus dropping us) says
+         * nothing about the file: a passing failure, asked again (ep_resolver_error_passing()).
+         * Not -EIO, which callers read as "a broken file". */
+        return -EAGAIN;
 }
 
 /* Sends m, reads one 'h' from the reply and returns our own copy of it. */
@@ -90,7 +93,7 @@ static int call_for_fd(EpLoaderClient *c, sd_bus_message *m, const char *what) {
         sd_bus_message_unref(reply);
         if (r < 0) {
                 log_debug_errno(r, "Bad reply to %s: %m", what);
-                return -EIO;
+                return -EBADMSG;
         }
         return r;
 }
@@ -199,7 +202,7 @@ int ep_loader_client_open_process_memory(EpLoaderClient *c, uint32_t pid, char *
         sd_bus_message_unref(reply);
         if (r < 0) {
                 log_debug_errno(r, "Bad reply to OpenProcessMemory: %m");
-                return -EIO;
+                return -EBADMSG;
         }
         return fd;
 }

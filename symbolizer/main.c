@@ -260,6 +260,7 @@ static const sd_bus_vtable symbolizer_vtable[] = {
         STAT_PROPERTY("Resolved", resolved),
         STAT_PROPERTY("NotFound", not_found),
         STAT_PROPERTY("FileErrors", file_errors),
+        STAT_PROPERTY("RetryAnswers", retry_answers),
         SD_BUS_PROPERTY("CacheEntries", "u", prop_cache_entries, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         STAT_PROPERTY("CacheHits", cache_hits),
         STAT_PROPERTY("PersistedHits", persisted_hits),
@@ -320,6 +321,7 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
         CHANGED("Resolved", resolved);
         CHANGED("NotFound", not_found);
         CHANGED("FileErrors", file_errors);
+        CHANGED("RetryAnswers", retry_answers);
         CHANGED("CacheHits", cache_hits);
         CHANGED("PersistedHits", persisted_hits);
         CHANGED("BadRequests", bad_requests);

@@ -8,7 +8,8 @@
  * /proc/PID/mem and the CPython version from Loader1.OpenProcessMemory, the layout of that
  * version, and the addresses of the types "code", "str" and "bytes" once seen. A process the
  * loader did not find CPython in (yet), or that is gone, is remembered for
- * EP_PY_MISSING_RETRY_NS and answered NO_FILE; a version without layout BAD_FILE.
+ * EP_PY_MISSING_RETRY_NS and answered NO_FILE; a version without layout BAD_FILE; a loader
+ * that did not answer (away, timed out) RETRY, remembered for nothing.
  *
  * Code objects (an LRU of EP_PY_MAX_CODES within EP_PY_CODE_BUDGET bytes, keyed by process and
  * address): names and the decoded line table. A code object can be freed and its memory
@@ -419,11 +420,13 @@ static int open_process(EpResolver *r, ResolverPython *py, PyProcess *p, const P
                      ? r->source.open_process_memory(r->source.userdata, key->pid, runtime, sizeof runtime, &version)
                      : -ENXIO;
         if (fd < 0) {
-                if (fd != -ENOENT && fd != -ESRCH && fd != -ENXIO && fd != -ETIMEDOUT)
+                if (ep_resolver_error_passing(fd))
+                        return fd; /* not remembered: asked again with the next request */
+                if (fd != -ENOENT && fd != -ESRCH)
                         ep_sym_stats_error(r->stats, "memory of process %" PRIu32 ": %s", key->pid, strerror(-fd));
                 p->state = PROC_MISSING;
                 py->stats.not_python++;
-                return fd == -ENXIO ? -ENXIO : 0;
+                return 0;
         }
         py->stats.processes_opened++;
         if (!streq(runtime, EP_RUNTIME_CPYTHON)) {
@@ -449,7 +452,8 @@ static int open_process(EpResolver *r, ResolverPython *py, PyProcess *p, const P
         return 0;
 }
 
-/* The entry of key's process; *ret NULL when nobody can be asked right now. */
+/* The entry of key's process: 0 with *ret, 1 with *ret NULL when the loader could not be
+ * asked or did not answer (a passing failure, not remembered), -ENOMEM. */
 static int get_process(EpResolver *r, ResolverPython *py, const ProcKey *key, PyProcess **ret) {
         PyProcess *p;
         bool evicted;
@@ -473,10 +477,10 @@ static int get_process(EpResolver *r, ResolverPython *py, const ProcKey *key, Py
                 *p = (PyProcess) { .fd = -EBADF };
         }
         k = open_process(r, py, p, key);
-        if (k == -ENXIO) {
+        if (k < 0) {
                 process_done(p);
                 (void) ep_lru_remove(py->procs, key);
-                return 0;
+                return k == -ENOMEM ? k : 1;
         }
         *ret = p;
         return 0;
@@ -532,6 +536,8 @@ int ep_resolve_python(EpResolver *r, const EpSymRequest *req, EpSymResult *out, 
         k = get_process(r, py, &pkey, &p);
         if (k < 0)
                 return k;
+        if (k > 0)
+                return ep_resolver_result_set(out, EP_SYM_RETRY, 0, "", NULL);
         if (!p || p->state == PROC_MISSING)
                 return ep_resolver_result_set(out, EP_SYM_NO_FILE, 0, "", NULL);
         if (p->state == PROC_UNSUPPORTED)

@@ -203,7 +203,7 @@ static int open_map(EpResolver *r, ResolverJit *j, JitProcess *p, const JitKey *
 
         fd = r->source.open_perf_map ? r->source.open_perf_map(r->source.userdata, key->pid) : -ENXIO;
         p->since_ns = ep_resolver_now_ns();
-        if (fd == -ENOENT || fd == -ESRCH || fd == -ENXIO || fd == -ETIMEDOUT) {
+        if (fd == -ENOENT || fd == -ESRCH || ep_resolver_error_passing(fd)) {
                 p->state = JIT_MISSING;
                 p->error = fd;
                 j->stats.maps_missing++;
@@ -228,7 +228,8 @@ static int open_map(EpResolver *r, ResolverJit *j, JitProcess *p, const JitKey *
 }
 
 /* The entry of the request's process, opening its map when it is new or its "no map" answer
- * is old enough. *ret is NULL when the source is away (nothing is remembered then). */
+ * is old enough: 0 with *ret; 1 with *ret NULL when the source is away or did not answer (a
+ * passing failure: nothing is remembered then); -ENOMEM. */
 static int get_process(EpResolver *r, ResolverJit *j, const EpSymRequest *req, JitProcess **ret) {
         JitKey key = { .start_time_ns = req->start_time_ns, .pid = req->pid };
         uint64_t now = ep_resolver_now_ns();
@@ -260,12 +261,12 @@ static int get_process(EpResolver *r, ResolverJit *j, const EpSymRequest *req, J
                 (void) ep_lru_remove(j->procs, &key);
                 return k;
         }
-        if (p->state == JIT_MISSING && p->error == -ENXIO) {
-                /* Nobody to ask right now: do not remember. */
+        if (p->state == JIT_MISSING && ep_resolver_error_passing(p->error)) {
+                /* Nobody to ask right now, or no answer: do not remember. */
                 (void) ep_lru_remove(j->procs, &key);
                 process_done(j, p);
                 *ret = NULL;
-                return 0;
+                return 1;
         }
         *ret = p;
         return 0;
@@ -285,6 +286,8 @@ int ep_resolve_jit(EpResolver *r, const EpSymRequest *req, EpSymResult *out, boo
         k = get_process(r, j, req, &p);
         if (k < 0)
                 return k;
+        if (k > 0)
+                return ep_resolver_result_set(out, EP_SYM_RETRY, req->addr, "", NULL);
         if (!p || p->state == JIT_MISSING)
                 return ep_resolver_result_set(out, EP_SYM_NO_FILE, req->addr, "", NULL);
         if (p->state == JIT_REFUSED)

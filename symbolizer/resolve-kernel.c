@@ -54,6 +54,7 @@ struct ResolverKernel {
         size_t n_progs;
         bool have_progs; /* the list is as fresh as kallsyms (else BPF names are kallsyms' only) */
         uint64_t loaded_ns, failed_ns, modules_checked_ns;
+        int load_error; /* why the last read of kallsyms failed (0: it did not) */
         uint64_t reloads;
 };
 
@@ -199,12 +200,14 @@ static int load_tables(EpResolver *r, ResolverKernel *kr) {
         if (fd < 0) {
                 if (fd != -ENXIO)
                         kr->failed_ns = now;
+                kr->load_error = fd;
                 return fd;
         }
 
         e = ep_kallsyms_parse_fd(fd, &k);
         if (e < 0) {
                 kr->failed_ns = now;
+                kr->load_error = e;
                 if (e == -EPERM)
                         ep_sym_stats_error(r->stats, "kallsyms addresses are hidden (kptr_restrict)");
                 else
@@ -239,6 +242,7 @@ static int load_tables(EpResolver *r, ResolverKernel *kr) {
         load_programs(r, kr);
         kr->loaded_ns = kr->modules_checked_ns = now;
         kr->failed_ns = 0;
+        kr->load_error = 0;
         if (!first) {
                 kr->reloads++;
                 if (changed)
@@ -361,7 +365,9 @@ int ep_resolve_kernel(EpResolver *r, const EpSymRequest *req, EpSymResult *out, 
         if (!kr->kallsyms && retry_allowed(kr, now))
                 (void) load_tables(r, kr);
         if (!kr->kallsyms)
-                return ep_resolver_result_set(out, EP_SYM_NO_FILE, req->addr, "", NULL);
+                /* No table: a loader that is away or slow is asked again later (RETRY). */
+                return ep_resolver_result_set(out, ep_resolver_missing_status(kr->load_error), req->addr, "",
+                                              NULL);
 
         uint64_t addr = (req->flags & EP_FRAME_FLAG_RETURN_ADDRESS) && req->addr > 0 ? req->addr - 1 : req->addr;
 

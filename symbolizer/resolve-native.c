@@ -41,7 +41,7 @@ int ep_resolve_native(EpResolver *r, const EpSymRequest *req, EpSymResult *out, 
         if (k == -ENOEXEC || k == -EIO)
                 return ep_resolver_result_set(out, EP_SYM_BAD_FILE, 0, "", NULL);
         if (k < 0)
-                return ep_resolver_result_set(out, EP_SYM_NO_FILE, 0, "", NULL);
+                return ep_resolver_result_set(out, ep_resolver_missing_status(k), 0, "", NULL);
 
         k = ep_elf_offset_to_vaddr(elf, req->addr, &vaddr);
         if (k == -EIO) {

@@ -31,6 +31,31 @@ void ep_sym_result_done(EpSymResult *res) {
         *res = (EpSymResult) {};
 }
 
+bool ep_resolver_error_passing(int error) {
+        switch (error) {
+        case -ETIMEDOUT:
+        case -ENXIO:
+        case -EAGAIN:
+        case -EINTR:
+        case -EBUSY:
+        case -EMFILE:
+        case -ENFILE:
+        case -ENOMEM:
+        case -ENOBUFS:
+        case -ECONNRESET:
+        case -ENOTCONN:
+        case -EBADMSG:
+        case -ESTALE:
+                return true;
+        default:
+                return false;
+        }
+}
+
+uint8_t ep_resolver_missing_status(int error) {
+        return ep_resolver_error_passing(error) ? EP_SYM_RETRY : EP_SYM_NO_FILE;
+}
+
 static void close_elf(EpResolver *r, FileEntry *e) {
         if (!e->elf)
                 return;
@@ -212,8 +237,8 @@ int ep_resolver_get_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElf
         }
 
         fd = r->source.open_file(r->source.userdata, id);
-        if (fd == -ENXIO)
-                return fd; /* nobody to ask right now: do not remember */
+        if (fd < 0 && ep_resolver_error_passing(fd))
+                return fd; /* nobody to ask right now, or no answer: do not remember */
         if (fd < 0) {
                 if (fd != -ENOENT) {
                         char hex[2 * EP_FILE_ID_SIZE + 1];
@@ -302,13 +327,8 @@ void ep_resolver_drop_results(EpResolver *r, uint8_t kind) {
 }
 
 static void count(EpResolver *r, uint8_t status) {
-        if (!r->stats)
-                return;
-        switch (status) {
-        case EP_SYM_OK: r->stats->resolved++; break;
-        case EP_SYM_NOT_FOUND: r->stats->not_found++; break;
-        default: r->stats->file_errors++; break;
-        }
+        if (r->stats)
+                ep_sym_stats_count(r->stats, status);
 }
 
 static void result_key(const EpSymRequest *req, ResultKey *ret) {
@@ -556,7 +576,7 @@ int ep_resolver_file_info(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE],
         if (k == -ENOEXEC || k == -EIO)
                 ret->status = EP_SYM_BAD_FILE;
         else if (k < 0)
-                ret->status = EP_SYM_NO_FILE;
+                ret->status = ep_resolver_missing_status(k);
         else {
                 k = ep_elf_build_ids(elf, &ret->ids);
                 if (k == -ENOMEM)
@@ -569,6 +589,6 @@ int ep_resolver_file_info(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE],
         }
 
         if (ret->status != EP_SYM_OK && r->stats)
-                r->stats->file_errors++;
+                ep_sym_stats_count(r->stats, ret->status);
         return 0;
 }

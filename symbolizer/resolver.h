@@ -26,7 +26,8 @@ typedef struct EpBpfProgram {
 
 /* Where descriptors come from. Each returns a new fd (>= 0, owned by the caller) or a negative
  * errno: -ENOENT the file is gone / does not exist, -ENXIO no provider right now (loader
- * absent), -EPERM refused. Members other than open_file may be NULL (treated as -ENXIO). */
+ * absent), -EPERM refused, -ETIMEDOUT/-EAGAIN/... a passing failure
+ * (ep_resolver_error_passing()). Members other than open_file may be NULL (treated as -ENXIO). */
 typedef struct EpFileSource {
         int (*open_file)(void *userdata, const uint8_t file_id[EP_FILE_ID_SIZE]);
         int (*open_kallsyms)(void *userdata);
@@ -123,3 +124,11 @@ uint64_t ep_resolver_go_malformed(const EpResolver *r);
 uint32_t ep_resolver_files_open(const EpResolver *r);
 
 void ep_sym_result_done(EpSymResult *res);
+
+/* Whether a failure to get what names a frame (a descriptor from the file source, memory) may
+ * pass: the loader timed out, is restarting or away, a descriptor went stale, resources ran
+ * short. Such a failure is answered EP_SYM_RETRY and never cached; the rest (the file or the
+ * process is gone, refused) are definite. */
+bool ep_resolver_error_passing(int error);
+/* EP_SYM_RETRY for a passing error, else EP_SYM_NO_FILE. */
+uint8_t ep_resolver_missing_status(int error);

@@ -239,10 +239,11 @@ static uint16_t handle_sym_request(EpSession *s, const void *payload, size_t len
 
         k = ep_resolver_symbolize(s->resolver, &req, &res);
         if (k < 0) {
-                /* Out of memory: still answer, so the client does not wait forever. */
-                EpSymResult none = { .status = EP_SYM_NO_FILE, .module = (char *) "" };
+                /* Out of memory: still answer (a passing failure, asked again later), so the
+                 * client does not wait forever. */
+                EpSymResult none = { .status = EP_SYM_RETRY, .module = (char *) "" };
                 if (s->stats) {
-                        s->stats->file_errors++;
+                        s->stats->retry_answers++;
                         ep_sym_stats_error(s->stats, "symbolize: %s", strerror(-k));
                 }
                 put_result(&s->w, cookie, &none);
@@ -271,9 +272,9 @@ static uint16_t handle_file_request(EpSession *s, const void *payload, size_t le
 
         k = ep_resolver_file_info(s->resolver, file_id, &info);
         if (k < 0) {
-                info = (EpFileInfo) { .status = EP_SYM_NO_FILE };
+                info = (EpFileInfo) { .status = EP_SYM_RETRY };
                 if (s->stats) {
-                        s->stats->file_errors++;
+                        s->stats->retry_answers++;
                         ep_sym_stats_error(s->stats, "file info: %s", strerror(-k));
                 }
         }

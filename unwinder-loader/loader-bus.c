@@ -130,9 +130,11 @@ static int method_open_file(sd_bus_message *m, void *userdata, sd_bus_error *err
         ep_file_id_to_hex(id, hex);
         key = ep_proc_table_find_file_id(l->procs, id);
         fd = key ? ep_proc_table_open_file(l->procs, key) : -ENOENT;
-        if (fd < 0)
+        if (fd == -ENOENT)
                 return sd_bus_error_setf(error, ERROR_NO_SUCH_FILE,
                                          "No running process maps a file with ID %s any more.", hex);
+        if (fd < 0) /* out of descriptors or memory: the caller asks again */
+                return sd_bus_error_set_errnof(error, fd, "Cannot open the file with ID %s now: %m", hex);
         return sd_bus_reply_method_return(m, "h", fd);
 }
 

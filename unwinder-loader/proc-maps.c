@@ -512,8 +512,15 @@ const EpMapping *ep_process_find_mapping(const EpProcess *p, uint64_t addr) {
         return NULL;
 }
 
+/* An open that failed for want of a resource, not because the file is gone: the caller should
+ * ask again rather than give the file up. */
+static bool open_error_passing(int error) {
+        return error == -EMFILE || error == -ENFILE || error == -ENOMEM || error == -EAGAIN || error == -EINTR;
+}
+
 int ep_proc_table_open_file(EpProcTable *t, uint32_t key) {
         EpFile *f = ep_proc_table_file(t, key);
+        int passing = 0;
         size_t state = 0;
         EpProcess *p;
 
@@ -534,13 +541,16 @@ int ep_proc_table_open_file(EpProcTable *t, uint32_t key) {
                         if (m->file_key != key)
                                 continue;
                         fd = open_mapping(t, p->pid, m->start, m->end, f->path);
-                        if (fd < 0)
+                        if (fd < 0) {
+                                if (open_error_passing(fd))
+                                        passing = fd;
                                 continue;
+                        }
                         /* The pid or the mapping may have been reused since: check it is the file. */
                         if (ep_file_id_from_fd(fd, id, NULL) < 0 || memcmp(id, f->id, EP_FILE_ID_SIZE) != 0)
                                 continue;
                         return TAKE_FD(fd);
                 }
         }
-        return -ENOENT;
+        return passing ?: -ENOENT;
 }

@@ -110,5 +110,6 @@ uint32_t ep_proc_table_find_file_id(EpProcTable *t, const uint8_t id[EP_FILE_ID_
 int ep_proc_table_set_vdso(EpProcTable *t, int fd);
 
 /* Opens a read-only descriptor of file key from any tracked process that maps it, checking
- * its file ID. -ENOENT when no live process maps it any more. */
+ * its file ID. -ENOENT when no live process maps it any more; -EMFILE, -ENOMEM, ... when
+ * none could be opened for want of a resource (ask again). */
 int ep_proc_table_open_file(EpProcTable *t, uint32_t key);

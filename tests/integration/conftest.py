@@ -252,7 +252,7 @@ class Profiler:
         def props(daemon, *names):
             return " ".join(f"{n} {self.prop(daemon, n)}" for n in names)
         lines = [self.table_state() + ", collector " +
-                 props("Collector", "Frames", "PendingSymbols", "FirstPendingFrame", "TableRestarts") +
+                 props("Collector", "Frames", "PendingSymbols", "RetryingSymbols", "FirstPendingFrame", "TableRestarts") +
                  ", symbolizer " + props("Symbolizer", "Requests", "Resolved", "NotFound", "FileErrors",
                                          "UnwindQueue", "UnwindTables", "UnwindExtractErrors",
                                          "UnwindExtractNsec")]

@@ -111,7 +111,7 @@ static void test_migrate_v1(void) {
 
         log = capture_stderr(open_and_free, path, &r);
         ASSERT_OK(r);
-        ASSERT_TRUE(strstr(log, "Migrated profile store") && strstr(log, "from schema 1 to 2"));
+        ASSERT_TRUE(strstr(log, "Migrated profile store") && strstr(log, "from schema 1 to 3"));
 
         ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
         ASSERT_TRUE(q_int(db, "PRAGMA user_version") == STORE_SCHEMA_VERSION);
@@ -132,6 +132,11 @@ static void test_migrate_v1(void) {
         /* ids keep growing after the newest interval is deleted */
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%AUTOINCREMENT%'") == 1);
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'intervals_by_start'") == 1);
+        /* v3: the frames keep their ids and names, with the return-address flag in their identity */
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames f JOIN frame_lines l ON l.frame = f.id") == 2);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames WHERE flags = 0") == 2);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'frames' AND "
+                              "sql LIKE '%UNIQUE(kind, file, addr, flags)%'") == 1);
         sqlite3_close(db);
 
         /* once only */
@@ -159,12 +164,16 @@ static void test_newer_refused(void) {
         const char *log;
         int r;
 
-        snprintf(path, sizeof(path), "%s/v3.db", dir);
-        make_db(path, "CREATE TABLE samples(a); PRAGMA user_version = 3");
+        char sql[96], version[64];
+
+        snprintf(path, sizeof(path), "%s/newer.db", dir);
+        snprintf(sql, sizeof(sql), "CREATE TABLE samples(a); PRAGMA user_version = %d", STORE_SCHEMA_VERSION + 1);
+        make_db(path, sql);
         log = capture_stderr(open_and_free, path, &r);
         ASSERT_TRUE(r == -EPROTONOSUPPORT);
         snprintf(expect, sizeof(expect), "newer than version %d", STORE_SCHEMA_VERSION);
-        ASSERT_TRUE(strstr(log, "schema version 3") && strstr(log, expect));
+        snprintf(version, sizeof(version), "schema version %d", STORE_SCHEMA_VERSION + 1);
+        ASSERT_TRUE(strstr(log, version) && strstr(log, expect));
 }
 
 /* Every sample's stack, process and interval exists; every stack's frames exist; every native
@@ -249,10 +258,10 @@ static void test_age(void) {
         ASSERT_OK(store_put_file(s, fid2, "/two", NULL, 0, NULL, &file2));
         ASSERT_OK(store_put_process(s, 1, 1, "old", "/one", "", &p1));
         ASSERT_OK(store_put_process(s, 2, 2, "new", "/two", "", &p2));
-        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, file1, 0x10, &sym, &fa));
-        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, file2, 0x20, &sym, &fshared));
-        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, file2, 0x30, &sym, &fb));
-        ASSERT_OK(store_put_frame(s, EP_FRAME_UNMAPPED, p1, 0x7f00, &sym, &fjit));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file1, 0x10, &sym, &fa));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file2, 0x20, &sym, &fshared));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file2, 0x30, &sym, &fb));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_UNMAPPED, 0, p1, 0x7f00, &sym, &fjit));
         ASSERT_OK(store_put_stack(s, (int64_t[]) { fa, fjit, fshared }, 3, &sa));
         ASSERT_OK(store_put_stack(s, (int64_t[]) { fb, fshared }, 2, &sb));
         for (int i = 0; i < 10; i++) { /* 10 and 9 days ago ... */

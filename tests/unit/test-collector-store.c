@@ -60,15 +60,15 @@ static void test_two_intervals(const char *path) {
         /* interval 1 */
         ASSERT_OK(store_begin(s));
         ASSERT_OK(store_put_file(s, fid, "/usr/bin/app", build_id, sizeof(build_id), NULL, &file));
-        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, file, 0x1234,
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x1234,
                                   &(StoreSymbol) { .status = EP_SYM_OK, .elf_addr_known = true,
                                                    .elf_addr = 0x401234, .lines = lines_main, .n_lines = 2 },
                                   &f_main));
-        ASSERT_OK(store_put_frame(s, EP_FRAME_KERNEL, 0, kaddr,
+        ASSERT_OK(store_put_frame(s, EP_FRAME_KERNEL, 0, 0, kaddr,
                                   &(StoreSymbol) { .status = EP_SYM_OK, .elf_addr_known = true,
                                                    .elf_addr = kaddr, .module = "", .lines = lines_k, .n_lines = 1 },
                                   &f_k));
-        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, file, 0x2000, NULL, &f_late)); /* pending */
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x2000, NULL, &f_late)); /* pending */
         ASSERT_TRUE(f_main != f_k && f_k != f_late);
         ASSERT_OK(store_put_stack(s, (int64_t[]) { f_k, f_main }, 2, &s1));
         ASSERT_OK(store_put_stack(s, (int64_t[]) { f_late, f_main }, 2, &s2));
@@ -90,14 +90,26 @@ static void test_two_intervals(const char *path) {
         ASSERT_OK(store_begin(s));
         ASSERT_OK(store_put_file(s, fid, "/other/path/app", NULL, 0, NULL, &file2));
         ASSERT_TRUE(file2 == file);
-        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, file, 0x1234, NULL, &f_main2));
-        ASSERT_OK(store_put_frame(s, EP_FRAME_KERNEL, 0, kaddr, NULL, &f_k2));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x1234, NULL, &f_main2));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_KERNEL, 0, 0, kaddr, NULL, &f_k2));
         ASSERT_TRUE(f_main2 == f_main && f_k2 == f_k);
         ASSERT_OK(store_update_frame_symbol(s, f_late,
                                             &(StoreSymbol) { .status = EP_SYM_OK, .elf_addr_known = true,
                                                              .elf_addr = 0x402000, .lines = lines_late, .n_lines = 1 }));
-        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, file, 0x2000, NULL, &f_late2));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x2000, NULL, &f_late2));
         ASSERT_TRUE(f_late2 == f_late);
+        /* A later failure never unnames a row (a collector restarted after the file went away
+         * asks again and gets NO_FILE): neither through the insert nor through an update. */
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x1234,
+                                  &(StoreSymbol) { .status = EP_SYM_NO_FILE }, &f_main2));
+        ASSERT_OK(store_update_frame_symbol(s, f_main, &(StoreSymbol) { .status = EP_SYM_NOT_FOUND }));
+        ASSERT_TRUE(f_main2 == f_main);
+        /* The return-address variant of an offset is a row of its own. */
+        int64_t f_main_ra;
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, EP_FRAME_FLAG_RETURN_ADDRESS, file, 0x1234,
+                                  &(StoreSymbol) { .status = EP_SYM_OK, .lines = lines_late, .n_lines = 1 },
+                                  &f_main_ra));
+        ASSERT_TRUE(f_main_ra != f_main);
         ASSERT_OK(store_put_stack(s, (int64_t[]) { f_k, f_main }, 2, &s1b));
         ASSERT_TRUE(s1b == s1);
         ASSERT_OK(store_put_stack(s, (int64_t[]) { f_late }, 1, &s3));
@@ -126,7 +138,7 @@ static void test_two_intervals(const char *path) {
         q_text(db, "SELECT path FROM files", buf, sizeof(buf));
         ASSERT_TRUE(strcmp(buf, "/usr/bin/app") == 0);
         ASSERT_TRUE(q_int(db, "SELECT length(gnu_build_id) FROM files") == 20);
-        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames") == 3);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames") == 4);
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM stacks") == 3);
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM processes") == 1);
         q_text(db, "SELECT exe || '|' || container_id FROM processes", buf, sizeof(buf));
@@ -167,11 +179,15 @@ static void test_two_intervals(const char *path) {
         snprintf(sql, sizeof(sql), "SELECT line FROM frame_lines WHERE frame = %lld AND depth = 1",
                  (long long) f_main);
         ASSERT_TRUE(q_int(db, sql) == 7);
+        snprintf(sql, sizeof(sql), "SELECT status FROM frames WHERE id = %lld", (long long) f_main);
+        ASSERT_TRUE(q_int(db, sql) == EP_SYM_OK); /* not unnamed by the failures */
+        snprintf(sql, sizeof(sql), "SELECT flags FROM frames WHERE id = %lld", (long long) f_main_ra);
+        ASSERT_TRUE(q_int(db, sql) == EP_FRAME_FLAG_RETURN_ADDRESS);
         snprintf(sql, sizeof(sql), "SELECT status FROM frames WHERE id = %lld", (long long) f_late);
         ASSERT_TRUE(q_int(db, sql) == EP_SYM_OK);
         snprintf(sql, sizeof(sql), "SELECT elf_addr FROM frames WHERE id = %lld", (long long) f_late);
         ASSERT_TRUE(q_int(db, sql) == 0x402000);
-        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 4);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 5);
         sqlite3_close(db);
 
         store_free(s);
@@ -277,16 +293,16 @@ static void test_unmapped_frames(const char *path) {
         ASSERT_OK(store_begin(s));
         ASSERT_OK(store_put_process(s, 5000, 1, "node", "/usr/bin/node", "", &p1));
         ASSERT_OK(store_put_process(s, 5001, 2, "python3.12", "/usr/bin/python3.12", "", &p2));
-        ASSERT_OK(store_put_frame(s, EP_FRAME_UNMAPPED, p1, addr,
+        ASSERT_OK(store_put_frame(s, EP_FRAME_UNMAPPED, 0, p1, addr,
                                   &(StoreSymbol) { .status = EP_SYM_OK, .elf_addr_known = true, .elf_addr = addr,
                                                    .lines = node, .n_lines = 1 },
                                   &f1));
-        ASSERT_OK(store_put_frame(s, EP_FRAME_UNMAPPED, p2, addr, NULL, &f2)); /* pending */
+        ASSERT_OK(store_put_frame(s, EP_FRAME_UNMAPPED, 0, p2, addr, NULL, &f2)); /* pending */
         ASSERT_TRUE(f1 != f2);
         /* a native frame with a files.id equal to that processes.id is yet another row */
-        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, p1, addr, NULL, &native));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, p1, addr, NULL, &native));
         ASSERT_TRUE(native != f1 && native != f2);
-        ASSERT_OK(store_put_frame(s, EP_FRAME_UNMAPPED, p1, addr, NULL, &f1b));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_UNMAPPED, 0, p1, addr, NULL, &f1b));
         ASSERT_TRUE(f1b == f1);
         ASSERT_OK(store_update_frame_symbol(s, f2, &(StoreSymbol) { .status = EP_SYM_OK, .elf_addr_known = true,
                                                                     .elf_addr = addr, .lines = py, .n_lines = 1 }));

@@ -277,8 +277,9 @@ static void check_resolver(const char *target, const char *stripped, EpElfFile *
         res = sym(r, EP_FRAME_NATIVE, 1, UINT64_MAX / 2, 0);
         CHECK_INT(res->status, EP_SYM_NOT_FOUND);
         CHECK_INT(res->n_lines, 0);
-        /* No perf-map provider in this source: resolve-jit.c answers NO_FILE. */
-        CHECK_INT(sym(r, EP_FRAME_UNMAPPED, 0, 0x1234, 0)->status, EP_SYM_NO_FILE);
+        /* No perf-map provider in this source (as with the loader away): resolve-jit.c
+         * answers RETRY, a passing failure. */
+        CHECK_INT(sym(r, EP_FRAME_UNMAPPED, 0, 0x1234, 0)->status, EP_SYM_RETRY);
 
         /* Eviction (2 files) and reopening give the same answers. */
         res = sym(r, EP_FRAME_NATIVE, 1, offset_of("sym_test_gamma") + 1, 0);
@@ -319,6 +320,58 @@ static void check_resolver(const char *target, const char *stripped, EpElfFile *
         unlink(bad);
 }
 
+/* A source that fails with passing_error for the next `failures` opens, then opens file 1. */
+static int passing_error, failures, flaky_opens;
+
+static int flaky_open_file(void *userdata, const uint8_t id[EP_FILE_ID_SIZE]) {
+        flaky_opens++;
+        if (failures > 0) {
+                failures--;
+                return passing_error;
+        }
+        return fake_open_file(userdata, id);
+}
+
+/* A loader call that timed out (or any passing failure) is not an answer: RETRY, remembered
+ * nowhere (not the result LRU, not the file LRU), so the next request opens the file and names
+ * the frame. A definite failure (no such file) is NO_FILE. Fails on code that answered NO_FILE
+ * and remembered the file as missing. */
+static void check_passing_failures(const char *target) {
+        static const int errors[] = { -ETIMEDOUT, -ENXIO, -EAGAIN, -EMFILE, -EBADMSG };
+        EpFileSource src = { .open_file = flaky_open_file, .open_kallsyms = fake_open_kallsyms };
+        uint64_t beta = offset_of("sym_test_beta");
+
+        paths[1] = target;
+        for (size_t i = 0; i < ELEMENTSOF(errors); i++) {
+                _cleanup_(ep_resolver_freep) EpResolver *r = NULL;
+                EpSymStats stats = {};
+                EpFileInfo info;
+
+                CHECK_INT(ep_resolver_new(&src, NULL, &stats, &r), 0);
+                passing_error = errors[i];
+                failures = 2;
+                flaky_opens = 0;
+                CHECK_INT(sym(r, EP_FRAME_NATIVE, 1, beta, 0)->status, EP_SYM_RETRY);
+                CHECK_INT(ep_resolver_file_info(r, (uint8_t[EP_FILE_ID_SIZE]) { 1 }, &info), 0);
+                CHECK_INT(info.status, EP_SYM_RETRY);
+                CHECK_INT(ep_resolver_cache_entries(r), 0);
+                CHECK_INT(stats.retry_answers, 2);
+                CHECK_INT(stats.file_errors, 0);
+                /* asked again at once: the source is asked again, and answers */
+                CHECK_STR(sym(r, EP_FRAME_NATIVE, 1, beta, 0)->lines[0].function, "sym_test_beta");
+                CHECK_INT(flaky_opens, 3);
+                CHECK_INT(ep_resolver_file_info(r, (uint8_t[EP_FILE_ID_SIZE]) { 1 }, &info), 0);
+                CHECK_INT(info.status, EP_SYM_OK);
+        }
+
+        /* A file no process maps any more is a definite answer. */
+        _cleanup_(ep_resolver_freep) EpResolver *r = NULL;
+        CHECK_INT(ep_resolver_new(&src, NULL, NULL, &r), 0);
+        passing_error = -ENOENT;
+        failures = 1;
+        CHECK_INT(sym(r, EP_FRAME_NATIVE, 1, beta, 0)->status, EP_SYM_NO_FILE);
+}
+
 int main(void) {
         const char *target = test_env("SYM_TEST_TARGET");
         const char *stripped = test_env("SYM_TEST_TARGET_STRIPPED");
@@ -332,6 +385,7 @@ int main(void) {
 
         check_resolver(target, stripped, f);
         check_file_budget(target, stripped);
+        check_passing_failures(target);
 
         TEST_DONE("test-symbolizer-elf");
 }

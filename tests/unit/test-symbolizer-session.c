@@ -202,7 +202,8 @@ int main(void) {
         CHECK_INT(r.status, EP_SYM_NO_FILE);
         CHECK_INT(r.n_lines, 0);
 
-        CHECK_INT(got[0].status, EP_SYM_NO_FILE);
+        /* kallsyms from a loader that is away: a passing failure, asked again later */
+        CHECK_INT(got[0].status, EP_SYM_RETRY);
 
         r = got[2];
         CHECK_INT(r.type, EP_MSG_SYM_FILE_RESPONSE);
@@ -216,7 +217,8 @@ int main(void) {
         CHECK_INT(stats.bad_requests, 2);
         CHECK_INT(stats.resolved, 2);
         CHECK_INT(stats.cache_hits, 1);
-        CHECK_INT(stats.file_errors, 2);
+        CHECK_INT(stats.file_errors, 1);
+        CHECK_INT(stats.retry_answers, 1);
 
         /* Out of time, a turn ends after the request that crossed the budget; the rest wait
          * for the next turn, in order. */
