@@ -47,6 +47,7 @@ struct EpResolver {
         FileEntry *file_slots;
         uint32_t files_open;
         uint64_t file_bytes; /* what the open files keep resident for their symbols, together */
+        uint64_t open_timed_out_ns; /* when open_file last timed out; 0: it did not */
 
         EpLru *results;
         EpSymResult *result_slots;

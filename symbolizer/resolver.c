@@ -236,7 +236,10 @@ int ep_resolver_get_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElf
                 }
         }
 
+        if (r->open_timed_out_ns != 0 && ep_resolver_now_ns() - r->open_timed_out_ns < r->config.timeout_hold_ns)
+                return -ETIMEDOUT; /* the source is not answering: not asked again just yet */
         fd = r->source.open_file(r->source.userdata, id);
+        r->open_timed_out_ns = fd == -ETIMEDOUT ? ep_resolver_now_ns() : 0;
         if (fd < 0 && ep_resolver_error_passing(fd))
                 return fd; /* nobody to ask right now, or no answer: do not remember */
         if (fd < 0) {

@@ -81,6 +81,9 @@ typedef struct EpResolverConfig {
         uint64_t max_file_bytes;      /* ... and what they keep resident for symbols (more: least recently used closed) */
         uint32_t max_results;         /* cached results (LRU) */
         uint64_t missing_retry_ns;    /* how long a file the source could not open stays "gone" */
+        uint64_t timeout_hold_ns;     /* after a source call timed out, how long files are not asked
+                                       * for (answered RETRY at once): one slow loader must not cost
+                                       * a call timeout per request of a batch */
         uint64_t kallsyms_refresh_ns; /* re-read kallsyms at most this often, on a miss */
 } EpResolverConfig;
 
@@ -90,6 +93,7 @@ typedef struct EpResolverConfig {
                 .max_file_bytes = UINT64_C(32) << 20,     \
                 .max_results = 32768,                     \
                 .missing_retry_ns = 10 * NSEC_PER_SEC,    \
+                .timeout_hold_ns = 1 * NSEC_PER_SEC,      \
                 .kallsyms_refresh_ns = 60 * NSEC_PER_SEC, \
         })
 
