@@ -54,8 +54,10 @@
  *
  *   struct ep_unwind_regs r = { .pc = ip, .sp = sp, .fp = bp, .flags = 0 };
  *   for (;;) {
- *           emit_frame(r.pc, r.flags);       // r.flags says how this frame was reached
+ *           uint64_t pc = r.pc;
+ *           uint32_t flags = r.flags;        // how this frame was reached
  *           int s = ep_unwind_step(ctx, &r);
+ *           emit_frame(pc, ep_unwind_frame_flags(flags, r.step));
  *           if (s != EP_UNWIND_NEXT)
  *                   return s;                // EP_STOP_OK: the root was reached
  *   }                                        // (the caller bounds the depth: EP_STOP_MAX_DEPTH)
@@ -64,7 +66,15 @@
  * return address (EP_UNWIND_F_RETURN_ADDRESS), so its rule is looked up at pc - 1 (the call
  * instruction may be the last one of its function); the exception is the pc restored from a
  * signal frame, which is an interrupted instruction again (EP_UNWIND_F_AFTER_SIGNAL, no
- * RETURN_ADDRESS flag).
+ * RETURN_ADDRESS flag). A frame is recorded once its step is known: the step from a signal
+ * trampoline (EP_UNWIND_STEP_SIGNAL) tells that its pc, although read as the signal handler's
+ * return address, is the trampoline's first instruction, where the kernel made the handler
+ * return to (sa_restorer), not the byte after a call: ep_unwind_frame_flags() drops
+ * RETURN_ADDRESS from it, so it is named at pc (pc - 1 lies before the trampoline's symbol).
+ * Its rule was looked up at pc - 1 all the same: glibc starts the trampoline's CFI one byte
+ * early for unwinders that do so, and the symbolizer's tables cover that byte too
+ * (symbolizer/unwind-extract.c). In a recorded frame, RETURN_ADDRESS therefore means "named
+ * at pc - 1", and an interrupted instruction, a trampoline or a pc a signal interrupted lack it.
  *
  * ---- SEMANTICS (x86-64) ----------------------------------------------------------------------
  *
@@ -154,6 +164,12 @@ struct ep_unwind_regs {
 
 EP_UNWIND_INLINE int ep_unwind_pc_ok(uint64_t pc) {
         return pc >= EP_UNWIND_PC_MIN && pc < EP_UNWIND_PC_END;
+}
+
+/* The flags to record a frame with, given the step ep_unwind_step() took from it (r->step
+ * after the step, whatever it returned): a signal trampoline's pc is exact (USE above). */
+EP_UNWIND_INLINE uint32_t ep_unwind_frame_flags(uint32_t flags, uint32_t step) {
+        return step == EP_UNWIND_STEP_SIGNAL ? flags & ~(uint32_t) EP_UNWIND_F_RETURN_ADDRESS : flags;
 }
 
 #endif /* EP_NATIVE_UNWIND_TYPES */

@@ -486,9 +486,10 @@ struct unwind_state {
         __u16 steps[_EP_UNWIND_STEP_MAX]; /* how each caller was found: counted once per sample */
 };
 
-/* One frame per iteration: record it, then step to its caller. runtime: the program's own. */
+/* One frame per iteration: step to its caller, then record it. runtime: the program's own. */
 static __always_inline long unwind_frame(struct unwind_state *st, __u32 runtime) {
-        __u32 n = st->n;
+        __u32 n = st->n, flags;
+        __u64 pc;
         int s;
 
         if (n >= st->end || n >= EP_BPF_MAX_FRAMES) {
@@ -519,10 +520,13 @@ static __always_inline long unwind_frame(struct unwind_state *st, __u32 runtime)
                 }
         }
         st->rt_mode = RT_MODE_NATIVE;
-        st->rec->frames[n] = (st->regs.pc & EP_BPF_FRAME_ADDR_MASK) |
-                             ((__u64) st->regs.flags << EP_BPF_FRAME_FLAGS_SHIFT);
-        st->n = n + 1;
+        pc = st->regs.pc;
+        flags = st->regs.flags;
         s = ep_bpf_unwind_step(st->pid, &st->regs);
+        /* Recorded once its step is known: a signal trampoline's pc is exact (native-unwind.h). */
+        st->rec->frames[n] = (pc & EP_BPF_FRAME_ADDR_MASK) |
+                             ((__u64) ep_unwind_frame_flags(flags, st->regs.step) << EP_BPF_FRAME_FLAGS_SHIFT);
+        st->n = n + 1;
         if (s != EP_UNWIND_NEXT) {
                 st->stop = s;
                 return 1;

@@ -16,7 +16,8 @@
 #define EP_BPF_MAX_FRAMES (EP_BPF_MAX_KERNEL_FRAMES + EP_BPF_MAX_USER_FRAMES)
 
 /* User frames carry the EP_UNWIND_F_* flags of bpf/native-unwind.h (how the frame was
- * reached: return address, frame-pointer step, signal frame) in their top byte; user
+ * reached: return address, frame-pointer step, signal frame; as ep_unwind_frame_flags() records
+ * them, so a signal trampoline has no return-address flag) in their top byte; user
  * addresses stay below 2^56 even with 5-level paging. Kernel frames carry no flags. */
 #define EP_BPF_FRAME_FLAGS_SHIFT 56
 #define EP_BPF_FRAME_ADDR_MASK ((1ULL << EP_BPF_FRAME_FLAGS_SHIFT) - 1)

@@ -64,10 +64,14 @@ int loader_user_unwind(Loader *l, const EpProcess *p, const struct ep_bpf_stack_
         unsigned n = 0;
 
         while (n < max) {
+                uint64_t pc = r.pc;
+                uint32_t flags = r.flags;
                 int s;
 
-                frames[n++] = (r.pc & EP_BPF_FRAME_ADDR_MASK) | ((uint64_t) r.flags << EP_BPF_FRAME_FLAGS_SHIFT);
                 s = ep_unwind_step(&u, &r);
+                /* Recorded once its step is known: a signal trampoline's pc is exact. */
+                frames[n++] = (pc & EP_BPF_FRAME_ADDR_MASK) |
+                              ((uint64_t) ep_unwind_frame_flags(flags, r.step) << EP_BPF_FRAME_FLAGS_SHIFT);
                 if (s != EP_UNWIND_NEXT) {
                         stop = s;
                         break;

@@ -32,6 +32,7 @@ unwind tables from its cache: UnwindCacheHits > 0, and UnwindCacheMisses counts 
 never seen before (new rows in the cache) or that cannot be extracted at all; none of the
 already-seen files is extracted again.
 """
+import collections
 import os
 import random
 import signal
@@ -90,8 +91,11 @@ class FrameNamer:
 
 def native_frames(frames, namer):
     """[(name, path)] of the user-space frames, leaf first; unsymbolized frames are named from
-    debug files where possible. The leaf, and the frame a signal interrupted, hold exact PCs;
-    the others are return addresses."""
+    debug files where possible. The leaf, a signal trampoline and the frame a signal
+    interrupted hold exact PCs; the others are return addresses. The pipeline names a
+    trampoline at its exact address when anything can (test_signal_frames_are_named_...);
+    one it left unnamed is named here as a return address, which reads "[unknown] libc.so.6"
+    (accepted in its place)."""
     out = []
     exact = True
     for f in frames:
@@ -359,6 +363,53 @@ def test_our_workload_has_the_exact_chain_down_to_the_root(profiler, namer, name
     assert prof.total >= MIN_SAMPLES, f"only {prof.total} samples of {name}"
     assert_share(prof, prof.reaches_root, COMPLETE, f"{name}: reaching the thread's root")
     assert_share(prof, OURS[name], COMPLETE, f"{name}: carrying the exact expected chain")
+
+
+def test_signal_frames_are_named_at_their_exact_address(profiler, namer):
+    """On a signal handler's stack, two frames hold exact addresses although the walk reached
+    the first through a return address: the signal trampoline (the handler returns to its
+    first instruction, glibc's __restore_rt, whose byte before is padding) and the instruction
+    the signal interrupted (sighandler's ud2, the first instruction of trap_here, whose byte
+    before is before_trap's). The pipeline itself must name both at that address: the unwinder
+    records them without the return-address flag (bpf/native-unwind.h). What names the
+    trampoline is libc's debug file; the test asks it for the name at the exact address (the
+    same file the symbolizer finds), and requires the pipeline's name to be that one."""
+    w = run_until_sampled(profiler, [str(WORKLOADS / "sighandler"), "600"], SAMPLES)
+    assert w.returncode == -signal.SIGKILL, f"sighandler exited {w.returncode} before it was stopped"
+    profiler.settle()
+    with profiler.db() as con:
+        stacks = samples_with_frames(con, w.pid)
+    total = sum(count for *_, count in stacks)
+    assert total >= MIN_SAMPLES, f"only {total} samples of sighandler"
+
+    # (trampoline path, its file offset) -> the name at that exact address, from debug symbols.
+    exact_names = {}
+    good, bad = 0, collections.Counter()
+    for _, _, frames, count in stacks:
+        native = [f for f in frames if f["kind"] == NATIVE]
+        names = [f["function"] for f in native]
+        i = names.index("on_signal") if "on_signal" in names else -1
+        if i < 0 or i + 3 >= len(native):
+            bad[("no handler frames", tuple(names[:8]))] += count
+            continue
+        tramp, interrupted, caller = native[i + 1], native[i + 2], native[i + 3]
+        key = (tramp["path"], tramp["addr"])
+        if key not in exact_names:
+            exact_names[key] = namer.name(tramp["path"], tramp["addr"], False)
+        want = exact_names[key]
+        if want.startswith("["):
+            pytest.skip(f"nothing names {basename(tramp['path'])}+{tramp['addr']:#x} on this machine "
+                        "(libc's debug symbols, libc6-dbg, are not installed)")
+        got = (basename(tramp["path"]), normalize(tramp["function"]), interrupted["function"],
+               caller["function"])
+        if got == ("libc.so.6", normalize(want), "trap_here", "trap_caller"):
+            good += count
+        else:
+            bad[got] += count
+    assert good >= COMPLETE * total, (
+        f"{good}/{total} samples name the trampoline ({sorted(set(exact_names.values()))} at its exact "
+        f"address) and the interrupted frame (trap_here); most frequent otherwise "
+        f"(file, trampoline, interrupted, its caller): {bad.most_common(4)}")
 
 
 def test_a_repeated_stack_is_converted_once(profiler, namer):

@@ -29,7 +29,7 @@ RECURSE = ["recurse_spin"] + ["recurse"] * 1000 + MAIN_ROOT
 THREADS_MAIN = ["main_spin"] + MAIN_ROOT
 THREADS_A = ["a_spin", "a_middle", "worker_a"] + THREAD_ROOT
 THREADS_B = ["b_spin", "b_inner", "b_outer", "worker_b"] + THREAD_ROOT
-SIGHANDLER = ["handler_spin", "on_alarm", libc("__restore_rt"), "wait_inner", "wait_outer"] + MAIN_ROOT
+SIGHANDLER = ["handler_spin", "on_signal", libc("__restore_rt"), "trap_here", "trap_caller"] + MAIN_ROOT
 SPAWN_CHILD = ["child_spin", "child_inner", "child_outer"] + MAIN_ROOT
 # cxxsort's leaf is anywhere in filling, sorting (std::sort's internals, the comparator) or
 # throwing; every stack ends with these frames (mangled names: the store keeps them so).

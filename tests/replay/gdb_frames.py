@@ -4,8 +4,9 @@ JSON to $EP_GDB_FRAMES_OUT, the reference the replay tests compare the native un
 Inline frames are left out (they share the PC of the real frame that holds them), and so are
 tail-call frames (gdb makes them up from DWARF call-site information, e.g. in the pyenv
 CPython builds: a function that jumped to its callee has no frame on the stack); each frame
-is {"pc", "name", "kind"} with kind "E" for the interrupted PC or a PC a signal interrupted,
-and "R" for a return address."""
+is {"pc", "name", "kind"} with kind "E" for an exact PC (the interrupted one, a signal
+trampoline's: the handler returns to its first instruction, and the PC a signal interrupted),
+and "R" for a return address (named from the byte before)."""
 import json
 import os
 
@@ -25,7 +26,7 @@ for inferior in gdb.inferiors():
         while frame is not None:
             if frame.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
                 frames.append({"pc": frame.pc(), "name": frame.name(),
-                               "kind": "E" if exact else "R"})
+                               "kind": "E" if exact or frame.type() == gdb.SIGTRAMP_FRAME else "R"})
                 exact = frame.type() == gdb.SIGTRAMP_FRAME
             try:
                 frame = frame.older()

@@ -203,11 +203,16 @@ int replay_unwind_thread(ReplayProcess *p, const EpCoreThread *t, ReplayFrame *f
                                                   frames + n, max - n);
                 if (n >= max)
                         break;
-                frames[n++] = (ReplayFrame) {
-                        .pc = r.pc,
-                        .return_address = r.flags & EP_UNWIND_F_RETURN_ADDRESS,
-                };
+                uint64_t pc = r.pc;
+                uint32_t flags = r.flags;
+
+                /* As BPF: the frame is recorded once its step is known (a signal trampoline's pc
+                 * is exact). */
                 s = ep_unwind_step(p, &r);
+                frames[n++] = (ReplayFrame) {
+                        .pc = pc,
+                        .return_address = ep_unwind_frame_flags(flags, r.step) & EP_UNWIND_F_RETURN_ADDRESS,
+                };
                 if (s != EP_UNWIND_NEXT)
                         break;
                 s = EP_STOP_MAX_DEPTH;

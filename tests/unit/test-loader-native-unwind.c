@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* bpf/native-unwind.h compiled as ordinary C: every rule kind and every stop reason on a
- * synthetic stack, and the signal-frame layout checked against a real signal delivered to
- * this process. */
+ * synthetic stack, a walk through a signal frame with what each frame is recorded with, and
+ * the signal-frame layout checked against a real signal delivered to this process. */
 
 #include <signal.h>
 #include <stdbool.h>
@@ -259,6 +259,78 @@ static void test_fp_fallbacks(void) {
         ASSERT_EQ(ep_unwind_step(&f, &r), EP_STOP_NO_MAPPING);
 }
 
+/* ---- a walk through a signal frame: what each frame is recorded with ---- */
+
+typedef struct Recorded {
+        uint64_t pc;
+        uint32_t flags;
+} Recorded;
+
+/* The walk as BPF, the loader and the replay record it (native-unwind.h, USE). */
+static int walk(Fake *f, struct ep_unwind_regs r, Recorded *out, unsigned max, unsigned *ret_n) {
+        unsigned n = 0;
+        int s = EP_STOP_MAX_DEPTH;
+
+        while (n < max) {
+                uint64_t pc = r.pc;
+                uint32_t flags = r.flags;
+
+                s = ep_unwind_step(f, &r);
+                out[n++] = (Recorded) { .pc = pc, .flags = ep_unwind_frame_flags(flags, r.step) };
+                if (s != EP_UNWIND_NEXT)
+                        break;
+        }
+        *ret_n = n;
+        return s;
+}
+
+static void test_walk_through_signal_frame(void) {
+        Fake f = {};
+        Recorded fr[8];
+        unsigned n;
+
+        /* handler at 0x401000, returns to the trampoline at 0x403000, whose rule starts one byte
+         * early (glibc's nop before __restore_rt, covered by its CFI); the byte before that has
+         * none. The signal interrupted 0x403010, the first instruction of a function whose
+         * caller is the root. */
+        set_rule(&f, 0x401000, (struct ep_unwind_rule) { .cfa_kind = EP_CFA_SP, .cfa_offset = 8 });
+        set_rule(&f, 0x402000, (struct ep_unwind_rule) { .cfa_kind = EP_CFA_INVALID });
+        set_rule(&f, 0x402fff, (struct ep_unwind_rule) { .cfa_kind = EP_CFA_SIGNAL });
+        set_rule(&f, 0x403010, (struct ep_unwind_rule) { .cfa_kind = EP_CFA_SP, .cfa_offset = 16 });
+        set_rule(&f, 0x404000, (struct ep_unwind_rule) { .cfa_kind = EP_CFA_STOP });
+
+        f.stack[0] = 0x403000; /* the handler's return address: the trampoline */
+        /* The ucontext at the handler's CFA, sa(1). */
+        f.stack[1 + EP_SIGFRAME_RBP / 8] = 0x5555;
+        f.stack[1 + EP_SIGFRAME_RSP / 8] = sa(40);
+        f.stack[1 + EP_SIGFRAME_RIP / 8] = 0x403010;
+        f.stack[41] = 0x404010; /* the interrupted function's return address */
+
+        ASSERT_EQ(walk(&f, (struct ep_unwind_regs) { .pc = 0x401005, .sp = sa(0) }, fr, 8, &n), EP_STOP_OK);
+        ASSERT_EQ(n, 4);
+        ASSERT_EQ(fr[0].pc, 0x401005);
+        ASSERT_EQ(fr[0].flags, 0);
+        /* The trampoline: reached as a return address, its rule looked up at pc - 1, but its pc
+         * is its first instruction: no return-address flag, it is named at pc. */
+        ASSERT_EQ(fr[1].pc, 0x403000);
+        ASSERT_EQ(fr[1].flags, 0);
+        /* The interrupted instruction: exact (looked up at pc - 1 it would be the trampoline). */
+        ASSERT_EQ(fr[2].pc, 0x403010);
+        ASSERT_EQ(fr[2].flags, EP_UNWIND_F_AFTER_SIGNAL);
+        /* Its caller: a return address again. */
+        ASSERT_EQ(fr[3].pc, 0x404010);
+        ASSERT_EQ(fr[3].flags, EP_UNWIND_F_RETURN_ADDRESS);
+
+        /* A trampoline reached by a frame-pointer step keeps that flag, loses the other. */
+        ASSERT_EQ(ep_unwind_frame_flags(EP_UNWIND_F_RETURN_ADDRESS | EP_UNWIND_F_AFTER_FP_STEP, EP_UNWIND_STEP_SIGNAL),
+                  EP_UNWIND_F_AFTER_FP_STEP);
+        /* A trampoline whose signal frame cannot be read is a trampoline all the same. */
+        f.stack[1 + EP_SIGFRAME_RIP / 8] = 0;
+        ASSERT_EQ(walk(&f, (struct ep_unwind_regs) { .pc = 0x401005, .sp = sa(0) }, fr, 8, &n), EP_STOP_PC_ZERO);
+        ASSERT_EQ(n, 2);
+        ASSERT_EQ(fr[1].flags, 0);
+}
+
 /* ---- the signal frame, on a real signal ---- */
 
 _Static_assert(offsetof(ucontext_t, uc_mcontext.gregs[REG_RBP]) == EP_SIGFRAME_RBP, "rbp in the sigframe");
@@ -286,7 +358,8 @@ static __attribute__((noinline)) void on_signal(int sig, siginfo_t *info, void *
         }
         if (ep_unwind_step(&f, &r) != EP_UNWIND_NEXT || r.step != EP_UNWIND_STEP_SIGNAL ||
             r.pc != (uint64_t) uc->uc_mcontext.gregs[REG_RIP] || r.sp != (uint64_t) uc->uc_mcontext.gregs[REG_RSP] ||
-            r.fp != (uint64_t) uc->uc_mcontext.gregs[REG_RBP] || r.flags != EP_UNWIND_F_AFTER_SIGNAL) {
+            r.fp != (uint64_t) uc->uc_mcontext.gregs[REG_RBP] || r.flags != EP_UNWIND_F_AFTER_SIGNAL ||
+            ep_unwind_frame_flags(EP_UNWIND_F_RETURN_ADDRESS, r.step) != 0) {
                 signal_checked = -2;
                 return;
         }
@@ -308,6 +381,7 @@ int main(void) {
         test_plt();
         test_stops();
         test_fp_fallbacks();
+        test_walk_through_signal_frame();
         test_signal_frame();
         return tests_summary("test-loader-native-unwind");
 }
