@@ -211,9 +211,10 @@ static int prop_python(sd_bus *bus, const char *path, const char *interface, con
         ep_resolver_python_stats(m->resolver, &p);
         r = sd_bus_message_open_container(reply, 'a', "{st}");
         if (r >= 0)
-                r = sd_bus_message_append(reply, "{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}",
+                r = sd_bus_message_append(reply, "{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}{st}",
                                           "processes", (uint64_t) p.processes, "opened", p.processes_opened,
                                           "not-python", p.not_python, "unsupported", p.unsupported,
+                                          "images-gone", p.images_gone,
                                           "lookups", p.lookups, "code-hits", p.code_hits,
                                           "code-decoded", p.code_decoded, "invalid-code", p.invalid_code,
                                           "read-errors", p.read_errors, "bad-line-tables", p.bad_line_tables,

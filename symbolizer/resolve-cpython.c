@@ -11,6 +11,16 @@
  * EP_PY_MISSING_RETRY_NS and answered NO_FILE; a version without layout BAD_FILE; a loader
  * that did not answer (away, timed out) RETRY, remembered for nothing.
  *
+ * All of that belongs to one image of the process: an exec keeps the pid and the start time
+ * but brings another program, maybe another CPython or none. The descriptor tells: it reads
+ * the address space it was opened on, and once that is gone (exit or exec) every read of it
+ * returns 0 bytes, where an unmapped address of a live one fails with EIO (image_gone()).
+ * So a descriptor is kept whatever the loader answered, a read that fails asks whether its
+ * image is gone, so does every request while the process is not CPython, and a gone image
+ * drops the process's code objects and asks the loader again at once: the new image's frames
+ * are read with its own version's layout. A frame of the old image asked after the exec is
+ * read in the new one (requests carry no image): NOT_FOUND, as a code object gone.
+ *
  * Code objects (an LRU of EP_PY_MAX_CODES within EP_PY_CODE_BUDGET bytes, keyed by process and
  * address): names and the decoded line table. A code object can be freed and its memory
  * reused, so every lookup reads its header again: the object's type must be the "code" type
@@ -24,7 +34,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -52,7 +61,7 @@ typedef enum ProcState {
 
 typedef struct PyProcess {
         ProcState state;
-        int fd;
+        int fd; /* the image the loader answered for, whatever the state; -EBADF: none */
         EpPyLayout layout;
         uint64_t code_type, str_type, bytes_type; /* learned type addresses, 0: not yet */
         uint64_t since_ns;
@@ -217,14 +226,12 @@ static bool mem_u64(int fd, uint64_t addr, uint64_t *ret) {
         return mem_read(fd, addr, ret, sizeof *ret);
 }
 
-/* Whether the process behind p is still there: a type object we read before is readable
- * (a descriptor of a process that exited reads nothing), else signal 0 (EPERM: it exists). */
-static bool process_alive(const PyProcess *p, uint32_t pid) {
-        uint64_t v;
+/* Whether the address space fd was opened on is gone (the process exited or exec'd): the
+ * kernel then reads 0 bytes anywhere, where a live one fails with EIO at page 0. */
+static bool image_gone(int fd) {
+        uint8_t b;
 
-        if (p->code_type)
-                return mem_u64(p->fd, p->code_type, &v);
-        return kill((pid_t) pid, 0) == 0 || errno == EPERM;
+        return fd >= 0 && pread(fd, &b, 1, 0) == 0;
 }
 
 /* Whether obj's type is the type named name, learning its address the first time (*type). */
@@ -415,6 +422,7 @@ static int open_process(EpResolver *r, ResolverPython *py, PyProcess *p, const P
         p->fd = -EBADF;
         p->code_type = p->str_type = p->bytes_type = 0;
         p->since_ns = ep_resolver_now_ns();
+        drop_codes_of(py, key); /* another image's, if any */
 
         fd = r->source.open_process_memory
                      ? r->source.open_process_memory(r->source.userdata, key->pid, runtime, sizeof runtime, &version)
@@ -429,15 +437,14 @@ static int open_process(EpResolver *r, ResolverPython *py, PyProcess *p, const P
                 return 0;
         }
         py->stats.processes_opened++;
+        p->fd = fd; /* also when it is not CPython: it tells when this image is gone */
         if (!streq(runtime, EP_RUNTIME_CPYTHON)) {
-                close(fd);
                 p->state = PROC_MISSING;
                 py->stats.not_python++;
                 return 0;
         }
         k = ep_py_layout_for_version(version >> 8, version & 0xff, &p->layout);
         if (k < 0) {
-                close(fd);
                 if (!p->logged) {
                         p->logged = true;
                         log_warning("Process %" PRIu32 " runs CPython %u.%u, which has no known layout: "
@@ -447,7 +454,6 @@ static int open_process(EpResolver *r, ResolverPython *py, PyProcess *p, const P
                 py->stats.unsupported++;
                 return 0;
         }
-        p->fd = fd;
         p->state = PROC_OPEN;
         return 0;
 }
@@ -463,7 +469,11 @@ static int get_process(EpResolver *r, ResolverPython *py, const ProcKey *key, Py
         slot = ep_lru_get(py->procs, key);
         if (slot >= 0) {
                 p = &py->proc_slots[slot];
-                if (p->state == PROC_OPEN || ep_resolver_now_ns() - p->since_ns < EP_PY_MISSING_RETRY_NS) {
+                /* Not CPython when asked: it may be now, after an exec (a CPython frame of it
+                 * was asked for). A read of an open one that fails asks the same. */
+                if (p->state != PROC_OPEN && image_gone(p->fd))
+                        py->stats.images_gone++;
+                else if (p->state == PROC_OPEN || ep_resolver_now_ns() - p->since_ns < EP_PY_MISSING_RETRY_NS) {
                         *ret = p;
                         return 0;
                 }
@@ -484,16 +494,6 @@ static int get_process(EpResolver *r, ResolverPython *py, const ProcKey *key, Py
         }
         *ret = p;
         return 0;
-}
-
-/* The process went away: answer NO_FILE for it from now on, free its code objects. */
-static void process_gone(ResolverPython *py, PyProcess *p, const ProcKey *key) {
-        if (p->fd >= 0)
-                close(p->fd);
-        p->fd = -EBADF;
-        p->state = PROC_MISSING;
-        p->since_ns = ep_resolver_now_ns();
-        drop_codes_of(py, key);
 }
 
 /* ---- lookups ---- */
@@ -524,6 +524,7 @@ int ep_resolve_python(EpResolver *r, const EpSymRequest *req, EpSymResult *out, 
         ResolverPython *py;
         PyProcess *p;
         PyCode *c = NULL;
+        bool asked_again = false;
         CodeId id;
         int k, slot;
 
@@ -533,6 +534,7 @@ int ep_resolve_python(EpResolver *r, const EpSymRequest *req, EpSymResult *out, 
                 return -ENOMEM;
         py->stats.lookups++;
 
+again:
         k = get_process(r, py, &pkey, &p);
         if (k < 0)
                 return k;
@@ -548,9 +550,11 @@ int ep_resolve_python(EpResolver *r, const EpSymRequest *req, EpSymResult *out, 
         if (l->co_qualname != EP_PY_NO_OFFSET)
                 hdr_size = MAX(hdr_size, l->co_qualname + 8);
         if (hdr_size > sizeof hdr || !mem_read(p->fd, addr, hdr, hdr_size)) {
-                if (!process_alive(p, req->pid)) {
-                        process_gone(py, p, &pkey);
-                        return ep_resolver_result_set(out, EP_SYM_NO_FILE, 0, "", NULL);
+                if (!asked_again && image_gone(p->fd)) {
+                        /* Exited, or exec'd into another program: what does it run now? */
+                        asked_again = true;
+                        p->state = PROC_MISSING;
+                        goto again;
                 }
                 py->stats.read_errors++;
                 py->stats.invalid_code++;

@@ -26,6 +26,7 @@ typedef struct EpPyStats {
         uint64_t processes_opened; /* memory descriptors the source handed us */
         uint64_t not_python;     /* ... for processes the loader did not see CPython in, or gone */
         uint64_t unsupported;    /* CPython versions without a layout */
+        uint64_t images_gone;    /* descriptors whose image went (exit, exec): the loader asked again */
         uint64_t lookups;        /* frames looked up (result-cache misses) */
         uint64_t code_hits;      /* ... whose code object was decoded before (and still is it) */
         uint64_t code_decoded;   /* code objects read and decoded */

@@ -305,9 +305,16 @@ static int method_open_process_memory(sd_bus_message *m, void *userdata, sd_bus_
         if (fd < 0)
                 return sd_bus_error_set_errnof(error, errno, "Cannot open %s: %m", path);
 
-        /* A process no sample brought yet is looked at now. */
+        /* The runtime answered must be that of the image fd reads: an exec keeps the pid,
+         * and its event may still be in the ring. So the mappings are read after the open:
+         * they are fd's image's, or a later image's, whose exec left fd reading nothing (the
+         * symbolizer then asks again). A process no sample brought yet is looked at now. */
         p = ep_proc_table_get(l->procs, (pid_t) pid);
-        if (!p && ep_proc_table_add(l->procs, (pid_t) pid, &p) >= 0) {
+        if (p && !p->exit_boot_ns) {
+                if (ep_process_refresh(l->procs, p) > 0)
+                        p->announced_gen = 0;
+                loader_track_process(l, p);
+        } else if (!p && ep_proc_table_add(l->procs, (pid_t) pid, &p) >= 0) {
                 if (p->n_mappings == 0) {
                         ep_proc_table_remove(l->procs, (pid_t) pid);
                         p = NULL;

@@ -139,6 +139,9 @@ void loader_retrack_runtimes(Loader *l, uint32_t file_key);
 void loader_untrack_process(EpProcess *p, void *userdata);
 /* p was found dead although no exit event came: removes its BPF entry now. */
 void loader_process_dead(Loader *l, EpProcess *p);
+/* p exec'd after its mappings were last read: it runs no runtime until they are read
+ * again, and its BPF entries (written from the old image, if any) are deleted. */
+void loader_process_exec(Loader *l, EpProcess *p);
 /* Tracks every process that exists now (at start). */
 int loader_scan_processes(Loader *l);
 /* Makes the vDSO a file with an unwind table (and symbols), before any process is read. */

@@ -169,6 +169,18 @@ void loader_process_dead(Loader *l, EpProcess *p) {
         p->synced_gen = 0;
 }
 
+void loader_process_exec(Loader *l, EpProcess *p) {
+        uint32_t pid = (uint32_t) p->pid;
+
+        /* The BPF side deleted the entries at the exec. An entry there now we wrote after it,
+         * from the old image's mappings (the only ones we read): nothing else removes it (the
+         * runtimes' entries too, also written when a file's runtime became known). */
+        (void) bpf_map_delete_elem(l->maps.proc_mappings, &pid);
+        /* Until the new image is read: OpenProcessMemory must not answer the old runtime. */
+        loader_runtimes_untrack(l, p, true);
+        p->synced_gen = 0;
+}
+
 /* A sealed memfd holding a copy of our own vDSO (the same image as every 64-bit process's). */
 static int vdso_copy(void) {
         _cleanup_fclose_ FILE *f = fopen("/proc/self/maps", "re");

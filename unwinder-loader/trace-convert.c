@@ -538,15 +538,15 @@ static void handle_exit(Loader *l, const struct ep_bpf_task_event *e) {
 static void handle_exec(Loader *l, const struct ep_bpf_task_event *e) {
         EpProcess *p = ep_proc_table_get(l->procs, (pid_t) e->pid);
 
-        if (!p)
-                return;
-        /* New image: the mappings and the name change. Read them before the next sample is
-         * resolved, and announce the process again. The BPF side dropped its entry at the
-         * exec; it is written again then (the first sample of the new image is flagged and
-         * wakes us at once). */
+        if (!p || p->maps_read_boot_ns >= e->time_ns)
+                return; /* unknown, or read after the exec: what we have is the new image's */
+        /* New image: the mappings, the name and the runtime change. Read them before the next
+         * sample is resolved, and announce the process again. The BPF side dropped its entries
+         * at the exec; they are written again then (the first sample of the new image is
+         * flagged and wakes us at once). */
+        loader_process_exec(l, p);
         p->maps_stale = true;
         p->announced_gen = 0;
-        p->synced_gen = 0;
 }
 
 int loader_handle_bpf_record(Loader *l, const void *data, size_t size) {

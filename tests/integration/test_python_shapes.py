@@ -20,6 +20,7 @@ sit where C called: between a callback and its caller, and below <module> down t
 Only samples taken once every table the processes map is loaded count for the shares."""
 
 import collections
+import contextlib
 import json
 import os
 import re
@@ -790,3 +791,131 @@ def test_a_process_that_execs_into_python(profiler, scripts, tmp_path):
     finally:
         sh.kill()
         sh.wait()
+
+
+# Run by one CPython: forks; the child reports its chain and spins in Python until the file
+# argv[1] exists, then execs argv[2:] (its stdout is the parent's); the parent prints the
+# child's pid and waits for it.
+FORK_EXEC = PRELUDE + '''
+def child_spin(go, argv):
+    report()
+    x = 0
+    while not _os.path.exists(go):
+        for i in range(10000):
+            x += i
+    _os.execv(argv[0], argv)
+
+def main():
+    pid = _os.fork()
+    if pid == 0:
+        child_spin(_sys.argv[1], _sys.argv[2:])
+    print(pid, flush=True)
+    _os.waitpid(pid, 0)
+
+main()
+'''
+
+
+def other_version(name):
+    """A CPython of another minor version than name's: pyenv's 3.7 if there is one (a
+    test_callback_from_c[pyenv-3.7-*] process was started by pytest's 3.11), else the oldest."""
+    others = sorted((n for n in PYTHONS if minor(n) != minor(name)), key=minor)
+    return "pyenv-3.7" if "pyenv-3.7" in others else (others[0] if others else None)
+
+
+def chain_samples(profiler, pid, want, leaf_lines, since=None):
+    """How many of pid's samples (after since) have exactly the chain want, named, down to the root."""
+    return sum(c for frames, c, _ in store_stacks(profiler, pid, since=since).values()
+               if (chain := py_chain(frames)) and chain_matches(chain, want, leaf_lines) and roots_ok(frames, chain))
+
+
+def loader_runtime(profiler, pid):
+    """Loader1.OpenProcessMemory's answer about pid: (runtime, version as major << 8 | minor)."""
+    out = profiler.busctl("call", "org.ebpfprofiler.Loader1", "/org/ebpfprofiler/Loader1",
+                          "org.ebpfprofiler.Loader1", "OpenProcessMemory", "u", pid).split()
+    return json.loads(out[2]), int(out[3])
+
+
+@contextlib.contextmanager
+def forked_child_of(profiler, scripts, tmp_path, python, argv):
+    """Runs FORK_EXEC under python; yields (the child's pid, the file that makes it exec argv,
+    the parent), once the child's samples carry its chain, named: the symbolizer has read the
+    child's memory with the first CPython's layout."""
+    script = scripts / "shape_fork_exec.py"
+    script.write_text(FORK_EXEC)
+    go = tmp_path / "go"
+    parent = subprocess.Popen([python, str(script), str(go), *argv], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, cwd=scripts)
+    child = None
+    try:
+        lines = sorted(read_lines(parent, 2), key=str.isdigit)  # in either order
+        assert lines[1].isdigit() and lines[0].startswith("{"), (lines, parent.stderr.read1().decode())
+        want, child = json.loads(lines[0])["chain"], int(lines[1])
+        leaf_lines = body_lines(FORK_EXEC, "child_spin")
+
+        def named():
+            flushed = profiler.sampled(child, 0)
+            if not flushed[0]:
+                return flushed
+            n = chain_samples(profiler, child, want, leaf_lines)
+            return n >= STEADY_SAMPLES, f"{n} samples with the chain {want}"
+        wait_until(named, f"{STEADY_SAMPLES} samples of the forked child {child} with its chain, named", 300,
+                   interval=0.5, diagnosis=lambda: profiler.diagnosis([child]))
+        yield child, go, parent
+    finally:
+        if child is not None:
+            os.kill(child, signal.SIGKILL)  # the parent has not waited for it: still its pid
+        parent.kill()
+        parent.wait()
+
+
+def test_fork_then_exec_into_another_python(profiler, scripts, tmp_path):
+    """A child forked by one CPython (Debian's 3.11, like pytest's) runs that CPython, named,
+    then execs another version (3.7): the same pid and start time, another image. From the
+    first samples of the new image on, its Python frames are named with its own layout (the
+    loader answers the new version, the symbolizer drops what it read of the old image): the
+    generator's exact chain in every sample, no unnamed Python frame."""
+    name = "debian-3.11" if "debian-3.11" in PYTHONS else sorted(PYTHONS, key=minor)[-1] if PYTHONS else None
+    other = other_version(name) if name else None
+    if not other:
+        pytest.skip("no two CPython versions on this machine")
+    argv = [PYTHONS[other], str(scripts / "shape_generator.py")]
+    with forked_child_of(profiler, scripts, tmp_path, PYTHONS[name], argv) as (child, go, parent):
+        go.touch()
+        want = json.loads(read_lines(parent, 1)[0])["chain"]  # the generator reached its loop
+        leaf_lines = body_lines(WORKLOADS["generator"], want[0][0].split(".")[-1])
+        profiler.flush()
+        steady = profiler.stack_counts(child)
+        profiler.wait_samples(child, sum(steady.values()) + STEADY_SAMPLES, timeout=300)
+        profiler.settle([child])
+        assert loader_runtime(profiler, child) == ("cpython", 3 << 8 | minor(other))
+        stacks = store_stacks(profiler, child, since=steady)
+    total = sum(c for _, c, _ in stacks.values())
+    unnamed = sum(c for frames, c, _ in stacks.values() if any(k == CPYTHON and fn is None for k, _, fn, *_ in frames))
+    good = sum(c for frames, c, _ in stacks.values()
+               if (chain := py_chain(frames)) and chain_matches(chain, want, leaf_lines) and roots_ok(frames, chain))
+    assert total >= STEADY_SAMPLES, total
+    assert unnamed == 0 and good >= SHARE * total, (
+        f"{name} -> {other}: {unnamed} of {total} samples after the exec with an unnamed Python frame, {good} with "
+        f"the chain {want}; {collections.Counter(tuple(show(f, 12)) for f, _, _ in stacks.values()).most_common(3)}")
+
+
+def test_fork_then_exec_out_of_python(profiler, scripts, tmp_path):
+    """A child forked by CPython, named, then execs a shell that spins: no Python state is left
+    (the loader answers no runtime, no sample has a Python frame)."""
+    if not PYTHONS:
+        pytest.skip("no CPython 3.6-3.13 on this machine")
+    name = "debian-3.11" if "debian-3.11" in PYTHONS else sorted(PYTHONS)[-1]
+    argv = ["/bin/sh", "-c", "echo native; while :; do :; done"]
+    with forked_child_of(profiler, scripts, tmp_path, PYTHONS[name], argv) as (child, go, parent):
+        go.touch()
+        assert read_lines(parent, 1) == ["native"]
+        profiler.flush()
+        steady = profiler.stack_counts(child)
+        profiler.wait_samples(child, sum(steady.values()) + STEADY_SAMPLES, timeout=300)
+        profiler.settle([child])
+        assert loader_runtime(profiler, child) == ("", 0)
+        stacks = store_stacks(profiler, child, since=steady)
+    python = [show(f, 12) for f, _, _ in stacks.values() if any(k == CPYTHON for k, *_ in f)]
+    assert sum(c for _, c, _ in stacks.values()) >= STEADY_SAMPLES
+    assert not python, python[:3]

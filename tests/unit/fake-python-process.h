@@ -15,7 +15,7 @@
 
 typedef struct FakePythonProcess {
         pid_t pid;
-        uint32_t version; /* major << 8 | minor */
+        uint32_t version; /* major << 8 | minor; 0: it runs no runtime (answered "") */
 } FakePythonProcess;
 
 static inline int fake_python_open_memory(void *userdata, uint32_t pid, char *runtime, size_t size,
@@ -30,7 +30,7 @@ static inline int fake_python_open_memory(void *userdata, uint32_t pid, char *ru
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return -ENOENT;
-        snprintf(runtime, size, "cpython");
+        snprintf(runtime, size, "%s", f->version ? "cpython" : "");
         *ret_version = f->version;
         return fd;
 }
