@@ -335,7 +335,8 @@ static inline void py_wait_spinning(pid_t pid, long long ticks) {
                           now - start, ticks);
 }
 
-static inline pid_t py_spawn(const char *exe, const char *script, int *ret_in, int *ret_out) {
+/* Runs argv with pipes to its stdin (*ret_in) and from its stdout (*ret_out). */
+static inline pid_t py_spawn_argv(const char *const argv[], int *ret_in, int *ret_out) {
         int to[2], from[2];
         pid_t pid;
 
@@ -349,7 +350,7 @@ static inline pid_t py_spawn(const char *exe, const char *script, int *ret_in, i
                 (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
                 dup2(to[0], STDIN_FILENO);
                 dup2(from[1], STDOUT_FILENO);
-                execl(exe, exe, "-I", script, (char *) NULL);
+                execv(argv[0], (char *const *) argv);
                 _exit(127);
         }
         close(to[0]);
@@ -357,4 +358,8 @@ static inline pid_t py_spawn(const char *exe, const char *script, int *ret_in, i
         *ret_in = to[1];
         *ret_out = from[0];
         return pid;
+}
+
+static inline pid_t py_spawn(const char *exe, const char *script, int *ret_in, int *ret_out) {
+        return py_spawn_argv((const char *const[]) { exe, "-I", script, NULL }, ret_in, ret_out);
 }

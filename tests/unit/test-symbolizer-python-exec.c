@@ -79,6 +79,21 @@ static void expect_named(EpResolver *r, pid_t pid, uint64_t code, uint32_t offse
         ASSERT_STREQ(res->lines[0].file, file);
 }
 
+/* Lets the child exec its next image (a line on in_fd), reads the code object it prints and
+ * expects it named with py's layout, as the loader now says; returns the code object. */
+static unsigned long long next_image(EpResolver *r, FakePythonProcess *fake, int in_fd, int out_fd,
+                                     const PyInstall *py, uint32_t offset, const char *function, const char *file) {
+        unsigned long long code;
+        char line[128];
+
+        ASSERT_EQ(write(in_fd, "\n", 1), 1);
+        read_line(out_fd, line, sizeof line);
+        ASSERT_EQ(sscanf(line, "%llu", &code), 1);
+        fake->version = py->major << 8 | py->minor;
+        expect_named(r, (pid_t) fake->pid, code, offset, function, file, py->label);
+        return code;
+}
+
 static void check_exec(const PyInstall *a, const PyInstall *b, const char *dir) {
         char before[PATH_MAX], after[PATH_MAX], again[PATH_MAX], line[128], shell[3 * PATH_MAX];
         unsigned long long code;
@@ -98,24 +113,7 @@ static void check_exec(const PyInstall *a, const PyInstall *b, const char *dir) 
         /* a runs before.py → exec b after.py → exec sh (reads a line) → exec a again.py */
         snprintf(shell, sizeof shell, "echo native; read x; exec '%s' -I '%s'", a->exe, again);
         const char *argv[] = { a->exe, "-I", before, b->exe, "-I", after, "/bin/sh", "-c", shell, NULL };
-        int to[2], from[2];
-        pid_t pid;
-
-        ASSERT_EQ(pipe2(to, O_CLOEXEC), 0);
-        ASSERT_EQ(pipe2(from, O_CLOEXEC), 0);
-        pid = fork();
-        ASSERT_TRUE(pid >= 0);
-        if (pid == 0) {
-                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-                dup2(to[0], STDIN_FILENO);
-                dup2(from[1], STDOUT_FILENO);
-                execv(argv[0], (char *const *) argv);
-                _exit(127);
-        }
-        close(to[0]);
-        close(from[1]);
-        in_fd = to[1];
-        out_fd = from[0];
+        pid_t pid = py_spawn_argv(argv, &in_fd, &out_fd);
 
         FakePythonProcess fake = { .pid = pid, .version = a->major << 8 | a->minor };
         EpFileSource src = { .open_file = fake_python_no_file, .open_process_memory = fake_python_open_memory,
@@ -129,11 +127,7 @@ static void check_exec(const PyInstall *a, const PyInstall *b, const char *dir) 
 
         /* 2. Exec'd into b: the descriptor of a's image reads nothing now; the resolver must
          * ask again and read b's code objects with b's layout. */
-        ASSERT_EQ(write(in_fd, "\n", 1), 1);
-        read_line(out_fd, line, sizeof line);
-        ASSERT_EQ(sscanf(line, "%llu", &code), 1);
-        fake.version = b->major << 8 | b->minor;
-        expect_named(r, pid, code, 2, "after", after, b->label);
+        code = next_image(r, &fake, in_fd, out_fd, b, 2, "after", after);
         ep_resolver_python_stats(r, &ps);
         ASSERT_EQ(ps.processes, 1);
         ASSERT_EQ(ps.processes_opened, 2);
@@ -148,11 +142,7 @@ static void check_exec(const PyInstall *a, const PyInstall *b, const char *dir) 
         ASSERT_EQ(res->n_lines, 0);
 
         /* 4. And back into a: not CPython a moment ago, named now (no waiting for a retry). */
-        ASSERT_EQ(write(in_fd, "\n", 1), 1);
-        read_line(out_fd, line, sizeof line);
-        ASSERT_EQ(sscanf(line, "%llu", &code), 1);
-        fake.version = a->major << 8 | a->minor;
-        expect_named(r, pid, code, 6, "again", again, a->label);
+        code = next_image(r, &fake, in_fd, out_fd, a, 6, "again", again);
         ep_resolver_python_stats(r, &ps);
         ASSERT_EQ(ps.processes_opened, 4);
         ASSERT_EQ(ps.images_gone, 3);
