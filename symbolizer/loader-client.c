@@ -66,7 +66,7 @@ static int map_error(const sd_bus_error *e, int r) {
         if (sd_bus_error_has_names(e, SD_BUS_ERROR_TIMEOUT, SD_BUS_ERROR_NO_REPLY) || r == -ETIMEDOUT)
                 return -ETIMEDOUT;
         /* Anything else (the loader out of descriptors or memory, the bus dropping us) says
-         * nothing about the file: a passing failure, asked again (ep_resolver_error_passing()).
+         * nothing about the file: a passing failure, asked again (ep_error_passing()).
          * Not -EIO, which callers read as "a broken file". */
         return -EAGAIN;
 }

@@ -428,7 +428,7 @@ static int open_process(EpResolver *r, ResolverPython *py, PyProcess *p, const P
                      ? r->source.open_process_memory(r->source.userdata, key->pid, runtime, sizeof runtime, &version)
                      : -ENXIO;
         if (fd < 0) {
-                if (ep_resolver_error_passing(fd))
+                if (ep_error_passing(fd))
                         return fd; /* not remembered: asked again with the next request */
                 if (fd != -ENOENT && fd != -ESRCH)
                         ep_sym_stats_error(r->stats, "memory of process %" PRIu32 ": %s", key->pid, strerror(-fd));

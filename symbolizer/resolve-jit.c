@@ -203,7 +203,7 @@ static int open_map(EpResolver *r, ResolverJit *j, JitProcess *p, const JitKey *
 
         fd = r->source.open_perf_map ? r->source.open_perf_map(r->source.userdata, key->pid) : -ENXIO;
         p->since_ns = ep_resolver_now_ns();
-        if (fd == -ENOENT || fd == -ESRCH || ep_resolver_error_passing(fd)) {
+        if (fd == -ENOENT || fd == -ESRCH || ep_error_passing(fd)) {
                 p->state = JIT_MISSING;
                 p->error = fd;
                 j->stats.maps_missing++;
@@ -261,7 +261,7 @@ static int get_process(EpResolver *r, ResolverJit *j, const EpSymRequest *req, J
                 (void) ep_lru_remove(j->procs, &key);
                 return k;
         }
-        if (p->state == JIT_MISSING && ep_resolver_error_passing(p->error)) {
+        if (p->state == JIT_MISSING && ep_error_passing(p->error)) {
                 /* Nobody to ask right now, or no answer: do not remember. */
                 (void) ep_lru_remove(j->procs, &key);
                 process_done(j, p);

@@ -31,29 +31,8 @@ void ep_sym_result_done(EpSymResult *res) {
         *res = (EpSymResult) {};
 }
 
-bool ep_resolver_error_passing(int error) {
-        switch (error) {
-        case -ETIMEDOUT:
-        case -ENXIO:
-        case -EAGAIN:
-        case -EINTR:
-        case -EBUSY:
-        case -EMFILE:
-        case -ENFILE:
-        case -ENOMEM:
-        case -ENOBUFS:
-        case -ECONNRESET:
-        case -ENOTCONN:
-        case -EBADMSG:
-        case -ESTALE:
-                return true;
-        default:
-                return false;
-        }
-}
-
 uint8_t ep_resolver_missing_status(int error) {
-        return ep_resolver_error_passing(error) ? EP_SYM_RETRY : EP_SYM_NO_FILE;
+        return ep_error_passing(error) ? EP_SYM_RETRY : EP_SYM_NO_FILE;
 }
 
 static void close_elf(EpResolver *r, FileEntry *e) {
@@ -240,7 +219,7 @@ int ep_resolver_get_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElf
                 return -ETIMEDOUT; /* the source is not answering: not asked again just yet */
         fd = r->source.open_file(r->source.userdata, id);
         r->open_timed_out_ns = fd == -ETIMEDOUT ? ep_resolver_now_ns() : 0;
-        if (fd < 0 && ep_resolver_error_passing(fd))
+        if (fd < 0 && ep_error_passing(fd))
                 return fd; /* nobody to ask right now, or no answer: do not remember */
         if (fd < 0) {
                 if (fd != -ENOENT) {

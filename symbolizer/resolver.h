@@ -13,6 +13,7 @@
 
 #include "elf-symbols.h"
 #include "macro.h"
+#include "passing-error.h"
 #include "stats.h"
 #include "wire.h"
 
@@ -129,10 +130,6 @@ uint32_t ep_resolver_files_open(const EpResolver *r);
 
 void ep_sym_result_done(EpSymResult *res);
 
-/* Whether a failure to get what names a frame (a descriptor from the file source, memory) may
- * pass: the loader timed out, is restarting or away, a descriptor went stale, resources ran
- * short. Such a failure is answered EP_SYM_RETRY and never cached; the rest (the file or the
- * process is gone, refused) are definite. */
-bool ep_resolver_error_passing(int error);
-/* EP_SYM_RETRY for a passing error, else EP_SYM_NO_FILE. */
+/* EP_SYM_RETRY for a passing error (ep_error_passing(): answered RETRY, never cached), else
+ * EP_SYM_NO_FILE (the file or the process is gone, refused: definite). */
 uint8_t ep_resolver_missing_status(int error);

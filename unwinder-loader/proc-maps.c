@@ -10,6 +10,7 @@
 #include "file-id.h"
 #include "hashmap.h"
 #include "log.h"
+#include "passing-error.h"
 #include "proc-maps.h"
 
 typedef struct InodeKey {
@@ -512,12 +513,6 @@ const EpMapping *ep_process_find_mapping(const EpProcess *p, uint64_t addr) {
         return NULL;
 }
 
-/* An open that failed for want of a resource, not because the file is gone: the caller should
- * ask again rather than give the file up. */
-static bool open_error_passing(int error) {
-        return error == -EMFILE || error == -ENFILE || error == -ENOMEM || error == -EAGAIN || error == -EINTR;
-}
-
 int ep_proc_table_open_file(EpProcTable *t, uint32_t key) {
         EpFile *f = ep_proc_table_file(t, key);
         int passing = 0;
@@ -542,7 +537,7 @@ int ep_proc_table_open_file(EpProcTable *t, uint32_t key) {
                                 continue;
                         fd = open_mapping(t, p->pid, m->start, m->end, f->path);
                         if (fd < 0) {
-                                if (open_error_passing(fd))
+                                if (ep_error_passing(fd)) /* not the file's fault: ask again */
                                         passing = fd;
                                 continue;
                         }
