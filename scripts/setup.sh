@@ -30,8 +30,8 @@ build_pkgs=(
 )
 test_pkgs=(
         protobuf-compiler python3-protobuf python3-pytest gdb linux-perf
-        # the end-to-end tests run in two workers (scripts/test.sh)
-        python3-pytest-xdist
+        # the end-to-end tests run in two workers (scripts/test.sh), each test under a time limit
+        python3-pytest-xdist python3-pytest-timeout
         # the OTLP/gRPC receiver of the export tests
         python3-grpcio
         # workloads of the native-unwinding tests (Debian's own stripped programs)

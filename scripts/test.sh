@@ -49,7 +49,11 @@ phase "end to end"
 # test's time is a workload running or a daemon answering, not the test's own CPU, and every
 # profiler a test starts has its own bus, store, cache and BPF objects. Running two at once is
 # also load the tests must bear (issue 16: pass on a machine whose cores are busy).
-/usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --durations=25 -n 2 --dist loadfile \
+# Every wait of a test has its own deadline; $PYTEST_LIMIT (far above the longest test, ~140 s
+# here) is the net under them: a test that hangs anyway fails with the stack it hung in, and
+# the run goes on to its summary instead of running into the CI's own limit.
+PYTEST_LIMIT=(--timeout=1800 --timeout-method=signal)
+/usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --durations=25 -n 2 --dist loadfile "${PYTEST_LIMIT[@]}" \
         --junitxml="$results/e2e.xml" tests/integration
 pytest_rc=$?
 
@@ -57,7 +61,7 @@ phase system
 # The Debian package: built, linted, then installed and run under systemd in a booted container.
 # Two workers as well: the package's build and container boot in one (the files marked
 # xdist_group("deb") share the package), the bench smoke runs in the other.
-/usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --durations=25 -n 2 --dist loadgroup \
+/usr/bin/python3 -m pytest -p no:cacheprovider -v --tb=line --durations=25 -n 2 --dist loadgroup "${PYTEST_LIMIT[@]}" \
         --junitxml="$results/system.xml" tests/system
 system_rc=$?
 

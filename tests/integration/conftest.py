@@ -103,6 +103,19 @@ def read_lines(p, n, timeout=120):
     return buf.decode().splitlines()[:n]
 
 
+def output_so_far(stream, limit=4000):
+    """The last limit characters a pipe holds now, without waiting: for the message about a
+    process that may still run (a blocking read would wait for it, and its children, to exit)."""
+    fd, buf = stream.fileno(), b""
+    os.set_blocking(fd, False)
+    try:
+        while chunk := os.read(fd, 65536):
+            buf += chunk
+    except BlockingIOError:
+        pass
+    return buf.decode(errors="replace")[-limit:]
+
+
 def frame_ids(blob):
     """The frame ids of a stacks.frames blob (little-endian 64-bit), leaf first."""
     return [int.from_bytes(blob[o:o + 8], "little") for o in range(0, len(blob), 8)]

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import KERNEL, WORKLOADS, samples_with_frames
+from conftest import KERNEL, WORKLOADS, read_lines, samples_with_frames
 
 SYM = ("org.ebpfprofiler.Symbolizer1", "/org/ebpfprofiler/Symbolizer1", "org.ebpfprofiler.Symbolizer1")
 
@@ -62,7 +62,7 @@ def run_delayed(name, seconds, delay, ready_line):
     symbols that appeared in kallsyms by then)."""
     before = bpf_symbols()
     w = subprocess.Popen([str(WORKLOADS / name), str(seconds), str(delay)], stdout=subprocess.PIPE, text=True)
-    line = w.stdout.readline()
+    line = read_lines(w, 1)[0]
     assert line.strip() == ready_line, f"{name}: {line!r}"
     new = {n: a for n, a in bpf_symbols().items() if n not in before}
     return w, new
