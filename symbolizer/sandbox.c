@@ -34,14 +34,18 @@ int ep_sandbox_write(int out, const void *p, size_t n) {
         return 0;
 }
 
-static _Noreturn void child_run(EpSandboxFn fn, void *userdata, int out, uint64_t memory, rlim_t cpu_sec,
-                                pid_t parent) {
+static _Noreturn void child_run(const char *name, EpSandboxFn fn, void *userdata, int out, uint64_t memory,
+                                rlim_t cpu_sec, pid_t parent) {
         struct rlimit rl;
 
         /* A symbolizer that is killed takes its sandboxes with it: no orphan parses on for up
          * to its CPU limit with nobody to answer. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
                 _exit(EXIT_FAILURE);
+
+        /* Named for what it examines: ps (and a test that holds a table extraction) tells the
+         * sandboxes from the symbolizer, and a table extraction from a runtime detection. */
+        (void) prctl(PR_SET_NAME, name);
 
         /* SIGXCPU at the soft limit ends the child; SIGKILL at the hard one if it is caught
          * or ignored. No core file for either. */
@@ -110,7 +114,7 @@ int ep_sandbox_run(const char *name, EpSandboxFn fn, void *userdata, const EpSan
         if (pid < 0)
                 return -errno;
         if (pid == 0)
-                child_run(fn, userdata, out, memory, (rlim_t) cpu_sec, parent);
+                child_run(name, fn, userdata, out, memory, (rlim_t) cpu_sec, parent);
 
         r = wait_child(pid, timeout, &status, &used_cpu);
         if (r < 0)

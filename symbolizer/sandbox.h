@@ -29,7 +29,8 @@ typedef int (*EpSandboxFn)(void *userdata, int out);
  * of the memfd the child wrote, to read with pread() from offset 0; or -E2BIG when the child
  * hit the memory limit, was killed by a signal or failed, -ETIME when it used up its CPU time
  * (the file is the problem), -ETIMEDOUT when it ran out of wall-clock time (the machine may
- * be), another negative errno when it could not be started. name names the memfd. */
+ * be), another negative errno when it could not be started. name (at most 15 bytes) names the
+ * memfd and the child process (its comm). */
 int ep_sandbox_run(const char *name, EpSandboxFn fn, void *userdata, const EpSandboxLimits *limits);
 
 /* Whether an error of examining a file in the sandbox (or of reading it) is the file's own: not
