@@ -5,6 +5,7 @@ import collections
 import contextlib
 import fcntl
 import glob
+import itertools
 import json
 import os
 import re
@@ -114,6 +115,39 @@ def output_so_far(stream, limit=4000):
     except BlockingIOError:
         pass
     return buf.decode(errors="replace")[-limit:]
+
+
+# Maps the file argv[1] executable and stays busy (so it is sampled): the loader asks for the
+# file's unwind table.
+MAP_EXECUTABLE = """
+import mmap, sys
+f = open(sys.argv[1], "rb")
+m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC)
+print("mapped", flush=True)
+while True:
+    pass
+"""
+
+
+def uncached_copy(src, dst):
+    """A copy of the file src at dst with bytes of its own appended (an ELF file ignores what
+    follows its last section): a file ID that no cache and no daemon knows yet, so its unwind
+    table is extracted when asked for. dst is readable by the unprivileged daemons."""
+    shutil.copyfile(src, dst)
+    with open(dst, "ab") as f:
+        f.write(os.urandom(16))
+    os.chmod(dst, 0o755)
+    return Path(dst)
+
+
+def child_state(pid, parent):
+    """(comm, state letter) of pid if it is a child of parent, else None (gone, or not one)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 1:].split()
+    return (comm, rest[0]) if int(rest[1]) == parent else None
 
 
 def frame_ids(blob):
@@ -302,6 +336,79 @@ class Profiler:
             return all(r == runtime for r in found.values()), f"runtimes found: {found}"
         wait_until(known, f"the loader to find {runtime} in {pids}", timeout,
                    diagnosis=lambda: self.diagnosis(pids))
+
+    @contextlib.contextmanager
+    def table_worker_held(self, workdir, big, timeout=300):
+        """Holds the symbolizer's table worker for the `with` block: tables asked for meanwhile
+        stay pending (ListTables says so) until the block ends, while DetectRuntime, which has
+        a worker of its own, is answered. A busy process maps an uncached copy of the file big
+        (in workdir) executable, so the loader asks for its table; the sandbox of an extraction
+        is stopped (SIGSTOP) while it runs (the copy's, or one queued before it: the worker
+        takes them in order), and goes on (SIGCONT) at the end. An extraction that ends before
+        a look at /proc catches it is tried again with another copy: a bigger file gives a look
+        more time."""
+        sym = self.daemon_pid("ebpf-profiler-symbolizer")
+        assert sym, self.output()
+        count = itertools.count()
+        held = {}
+
+        def extraction(pid):
+            return (child_state(pid, sym) or ("",))[0] == "ep-extract"
+
+        def stop_one():
+            """A sandbox of a table extraction (named ep-extract: symbolizer/sandbox.c), stopped,
+            as a pidfd; None when there is none or it ended first."""
+            for pid in (d.name for d in Path("/proc").iterdir() if d.name.isdigit()):
+                if not extraction(pid):
+                    continue
+                try:
+                    pidfd = os.pidfd_open(int(pid))
+                except OSError:
+                    continue  # ended meanwhile
+                # Looked at again with the pidfd open: the pid cannot be another process's now.
+                if not extraction(pid):
+                    os.close(pidfd)
+                    continue
+                signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
+
+                def settled(pid=pid):
+                    state = (child_state(pid, sym) or ("", "gone"))[1]
+                    return state in ("T", "Z", "gone"), state
+                if wait_until(settled, f"sandbox {pid} stopped or ended", 30) == "T":
+                    return pidfd
+                os.close(pidfd)
+            return None
+
+        def attempt():
+            n = next(count)
+            copy = uncached_copy(big, Path(workdir) / f"held-{n}-{Path(big).name}")
+            mapper = subprocess.Popen([sys.executable, "-c", MAP_EXECUTABLE, str(copy)], stdout=subprocess.PIPE)
+            try:
+                read_lines(mapper, 1)
+                while True:
+                    pidfd = stop_one()
+                    if pidfd is not None:
+                        held.update(pidfd=pidfd, mapper=mapper)
+                        return True, f"held after {n + 1} extractions"
+                    # Not asked for yet (idle), or being asked for: a sandbox is still to be seen.
+                    states = [state for path, state, *_ in self.tables(mapper.pid) or () if path == str(copy)]
+                    if states and states[0] not in ("idle", "queued", "asking"):
+                        return False, f"{n + 1} extractions ended before a look caught them (the last: {states[0]})"
+            finally:
+                if "mapper" not in held:
+                    mapper.kill()
+                    mapper.wait()
+                    copy.unlink()
+
+        wait_until(attempt, "an extraction of the symbolizer stopped while it ran", timeout, interval=0,
+                   diagnosis=lambda: self.diagnosis())
+        try:
+            yield
+        finally:
+            signal.pidfd_send_signal(held["pidfd"], signal.SIGCONT)
+            os.close(held["pidfd"])
+            held["mapper"].kill()
+            held["mapper"].wait()
 
     def settle(self, pids=None, timeout=120):
         """Until everything sampled so far is in the store, names included: no table pending

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, cpython_interpreters, decode_otlp, frame_ids, read_lines, running_profiler, stacks_query
+from conftest import (cli, cpython_interpreters, decode_otlp, frame_ids, read_lines, running_profiler, stacks_query,
+                      uncached_copy)
 from waiting import wait_until
 
 ABORT = 4
@@ -114,9 +115,10 @@ def start(python, script):
 def session(scripts):
     """Chains started before the profiler (every interpreter), the rest after it. The cache
     starts empty, as on a first start: the chains are sampled while their unwind tables are
-    still being extracted, so the loader unwinds those samples again itself. The rest start
-    once the tables are loaded. Each check of a steady state counts only the samples taken
-    after its processes ran their workload with every table loaded (`baseline`): how long a
+    still being extracted (how many of those samples the loader unwinds again depends on which
+    answer comes first; test_samples_unwound_again_by_the_loader_keep_their_python_frames makes
+    its own). The rest start once the tables are loaded. Each check of a steady state counts
+    only the samples taken after its processes ran their workload with every table loaded (`baseline`): how long a
     first extraction takes depends on the disk, not on the profiler."""
     if not PYTHONS:
         pytest.skip("no CPython 3.6-3.13 on this machine")
@@ -174,9 +176,11 @@ def session(scripts):
         gen.close()  # stops the profiler
 
 
-def python_stacks(profiler, pid, tid=None, since=None):
+def python_stacks(profiler, pid, tid=None, since=None, outermost=False):
     """[(frames, count)] leaf first; each frame (kind, function, file basename, line). With
-    since (a Profiler.stack_counts() result), only the samples taken after it."""
+    since (a Profiler.stack_counts() result), only the samples taken after it. A native frame
+    with inlined calls is one entry per function, innermost first; with outermost, one: the
+    function its address is in."""
     since = since or {}
     with profiler.db() as con:
         lines = {}
@@ -195,7 +199,8 @@ def python_stacks(profiler, pid, tid=None, since=None):
                 continue
             frames = []
             for fid in frame_ids(blob):
-                for function, source, line in lines.get(fid) or aborts.get(fid, [(None, "", 0)]):
+                entries = lines.get(fid) or aborts.get(fid, [(None, "", 0)])
+                for function, source, line in entries[-1:] if outermost else entries:
                     frames.append((kinds.get(fid), function, source, line))
             out.append((frames, count))
         return out
@@ -240,17 +245,103 @@ def test_chain_of_a_process_started_before_the_profiler(session, name):
         f"{total} samples in all); {session['profiler'].table_state()}")
 
 
-def test_samples_unwound_again_by_the_loader_keep_their_python_frames(session):
-    """The samples BPF could not unwind for lack of a table carried the Python frames it did
-    not place; the loader put them before their eval loops' frames in its own unwind (the
-    chain tests above check where they went)."""
-    counters = session["profiler"].busctl(
+def python_counters(profiler):
+    """Loader1.PythonCounters as {name: value}."""
+    counters = profiler.busctl(
         "get-property", "org.ebpfprofiler.Loader1", "/org/ebpfprofiler/Loader1", "org.ebpfprofiler.Loader1",
         "PythonCounters")
-    values = dict(zip(re.findall(r'"([a-z-]+)"', counters), map(int, re.findall(r'" (\d+)', counters))))
-    assert session["profiler"].prop("Loader", "LoaderUnwinds") > 0, "no sample waited for a table"
-    assert values["placed-by-loader"] > 0, counters
-    assert values["unplaced-dropped"] <= 0.05 * values["placed-by-loader"], counters
+    return dict(zip(re.findall(r'"([a-z-]+)"', counters), map(int, re.findall(r'" (\d+)', counters))))
+
+
+# Files whose table extraction takes a while, for Profiler.table_worker_held(): any ELF file
+# does, a bigger one is caught while it runs at the first try more often.
+BIG_FILES = ("/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1", "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1", "/usr/bin/node")
+
+
+def uncached_eval_loop(python, d):
+    """How to run python with the file that holds its eval loop (libpython, or the program
+    when libpython is linked in) replaced by an uncached copy in d: (program, environment,
+    the copy)."""
+    ldd = subprocess.run(["ldd", python], capture_output=True, text=True, check=True).stdout
+    lib = re.search(r"^\s*(libpython\S+) => (\S+)", ldd, re.M)
+    if lib:  # its RUNPATH comes after LD_LIBRARY_PATH
+        return python, {"LD_LIBRARY_PATH": str(d)}, uncached_copy(lib.group(2), d / lib.group(1))
+    copy = uncached_copy(python, d / os.path.basename(python))  # the name says python: it is asked about
+    return str(copy), {}, copy
+
+
+def test_samples_unwound_again_by_the_loader_keep_their_python_frames(session, scripts):
+    """A sample of a Python process taken while its runtime is known but the unwind table of
+    its eval loop's file is still to come: BPF walks the Python frames but cannot unwind past
+    the eval loop, so it sends them unplaced with a copy of the stack; the loader keeps the
+    sample until the table is there, unwinds it again and puts the Python frames before their
+    eval loop's frame. The table is held back for as long as the test says (the symbolizer's
+    table worker held, DetectRuntime answered meanwhile), not for as long as a start happens
+    to leave it pending: the Python frames are kept, placed by the loader, in the exact chain."""
+    profiler = session["profiler"]
+    name = "debian-3.11" if "debian-3.11" in PYTHONS else sorted(PYTHONS)[-1]
+    d = scripts / "held"
+    d.mkdir()
+    d.chmod(0o755)
+    program, env, eval_loop_file = uncached_eval_loop(PYTHONS[name], d)
+    big = next((f for f in BIG_FILES if os.access(f, os.R_OK)), PYTHONS[name])
+    before, unwinds = python_counters(profiler), profiler.prop("Loader", "LoaderUnwinds")
+    p = None
+    try:
+        with profiler.table_worker_held(d, big):
+            p = subprocess.Popen([program, "chain.py"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 cwd=scripts, env=dict(os.environ, **env))
+            read_lines(p, 1)
+            profiler.wait_for_runtimes([p.pid])
+            rows = {path: waited for path, _, _, waited, _, _ in profiler.tables(p.pid)}
+            assert rows.get(str(eval_loop_file)) is True, f"{eval_loop_file} not pending: {rows}"
+            unplaced = python_counters(profiler)["unplaced"]
+
+            # Samples of it taken from here on carry Python frames BPF could not place, and wait
+            # in the loader for the table (the other processes' tables are loaded).
+            def waiting():
+                now = python_counters(profiler)["unplaced"], profiler.prop("Loader", "WaitingSamples")
+                return now[0] > unplaced and now[1] > 0, f"unplaced {now[0]} (from {unplaced}), waiting samples {now[1]}"
+            wait_until(waiting, f"samples of {p.pid} with unplaced Python frames waiting for {eval_loop_file}", 120,
+                       diagnosis=lambda: profiler.diagnosis([p.pid]))
+
+        def placed():
+            now = python_counters(profiler)
+            return now["placed-by-loader"] > before["placed-by-loader"], now
+        wait_until(placed, "the loader to place Python frames once the table came", 300,
+                   diagnosis=lambda: profiler.diagnosis([p.pid]))
+        profiler.wait_for_tables([p.pid])
+        profiler.settle([p.pid])
+        after = python_counters(profiler)
+        assert profiler.prop("Loader", "LoaderUnwinds") > unwinds, "no sample waited for a table"
+        placed_n = after["placed-by-loader"] - before["placed-by-loader"]
+        dropped = after["unplaced-dropped"] - before["unplaced-dropped"]
+        assert dropped <= 0.05 * placed_n, (before, after)
+        stacks = python_stacks(profiler, p.pid, outermost=True)
+    finally:
+        if p:
+            p.kill()
+            p.wait()
+
+    # The samples unwound to the root (the loader's, and BPF's once the table was there): the
+    # exact chain, each run of Python frames before its eval loop's frame, nothing but native
+    # frames after the last one.
+    leaf = {("inner", line_of(CHAIN, "BUSY")), ("inner", line_of(CHAIN, "while True"))}
+    callers = [("middle", line_of(CHAIN, "CALL-MIDDLE")), ("outer", line_of(CHAIN, "CALL-OUTER")),
+               ("main", line_of(CHAIN, "CALL-MAIN")), ("<module>", len(CHAIN.splitlines()))]
+    complete = [(frames, c) for frames, c in stacks
+                if frames and frames[-1][0] != ABORT and any(k == CPYTHON for k, *_ in frames)]
+    assert complete, f"no sample of {name} unwound to the root: {stacks[:3]}"
+    for frames, c in complete:
+        py = py_only(frames, "chain.py")
+        assert py and py[0] in leaf and py[1:] == callers, (name, py, frames)
+        kinds = [k for k, *_ in frames]
+        ends = [i for i in range(len(frames) - 1) if kinds[i] == CPYTHON and kinds[i + 1] != CPYTHON]
+        assert ends and kinds[-1] != CPYTHON, (name, frames)
+        for i in ends:
+            assert frames[i + 1][:2] == (1, "_PyEval_EvalFrameDefault"), (name, i, frames)
+        last_py = max(i for i, k in enumerate(kinds) if k == CPYTHON)
+        assert all(k in (1, 2) for k in kinds[last_py + 1:]), (name, frames)
 
 
 @pytest.mark.parametrize("name", sorted(PYTHONS))
