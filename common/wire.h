@@ -109,6 +109,10 @@ enum {
         EP_MSG_SYM_FILE_REQUEST = 18,  /* u64 cookie, bytes[16] file_id, str path */
         EP_MSG_SYM_FILE_RESPONSE = 19, /* u64 cookie, u8 status (EP_SYM_*), blob gnu_build_id,
                                         * str go_build_id */
+        EP_MSG_SYM_FILE_CHANGED = 20,  /* bytes[16] file_id; unasked, to every session: the
+                                        * answers for EP_FRAME_NATIVE frames of that file may
+                                        * differ now (its debug file appeared while the
+                                        * symbolizer ran): the requester asks them again */
 };
 
 /* EP_MSG_SYM_REQUEST: u64 cookie, u8 kind, bytes[16] file_id, u64 addr, u8 flags, str path,
