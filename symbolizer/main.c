@@ -29,6 +29,9 @@
 
 #define IDENT "ebpf-profiler-symbolizer"
 #define PROPERTIES_PERIOD_USEC (2 * USEC_PER_SEC)
+/* How often the files answered without their debug file look for it again: a debug package
+ * installed while the profiler runs names their frames within this long. */
+#define DEBUG_RECHECK_USEC (10 * USEC_PER_SEC)
 
 static const char *arg_collector_user = EP_COLLECTOR_USER;
 static const char *arg_cache_dir = EP_CACHE_DIR;
@@ -44,6 +47,7 @@ typedef struct Manager {
         EpUnwindService *unwind;
         EpSymbolCache *symbol_cache; /* NULL: answers are not persisted */
         sd_event_source *props_timer;
+        sd_event_source *debug_timer;
         uid_t collector_uid; /* besides root, who may open a session; UID_INVALID: none */
 
         /* What PropertiesChanged last announced. */
@@ -61,6 +65,7 @@ typedef struct Manager {
 static void manager_done(Manager *m) {
         m->unwind = ep_unwind_service_free(m->unwind);
         m->props_timer = sd_event_source_disable_unref(m->props_timer);
+        m->debug_timer = sd_event_source_disable_unref(m->debug_timer);
         m->session = ep_session_free(m->session);
         m->loader = ep_loader_client_free(m->loader);
         m->resolver = ep_resolver_free(m->resolver);
@@ -270,6 +275,7 @@ static const sd_bus_vtable symbolizer_vtable[] = {
         SD_BUS_PROPERTY("FilesOpen", "u", prop_files_open, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         STAT_PROPERTY("BadRequests", bad_requests),
         STAT_PROPERTY("ResponseDrops", response_drops),
+        STAT_PROPERTY("DebugFilesAppeared", debug_files_appeared),
         UNWIND_PROPERTY("UnwindTables"),
         UNWIND_PROPERTY("UnwindCacheHits"),
         UNWIND_PROPERTY("UnwindCacheMisses"),
@@ -309,7 +315,7 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
         uint32_t entries = ep_resolver_cache_entries(m->resolver), files = ep_resolver_files_open(m->resolver);
         EpSymbolCacheInfo persisted = persisted_info(m);
         const EpUnwindStats *unwind = ep_unwind_service_stats(m->unwind);
-        const char *names[20 + EP_UNWIND_PROPERTIES];
+        const char *names[21 + EP_UNWIND_PROPERTIES];
         uint64_t go_malformed = ep_resolver_go_malformed(m->resolver);
         EpJitStats jit;
         EpPyStats python;
@@ -327,6 +333,7 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
         CHANGED("PersistedHits", persisted_hits);
         CHANGED("BadRequests", bad_requests);
         CHANGED("ResponseDrops", response_drops);
+        CHANGED("DebugFilesAppeared", debug_files_appeared);
 #undef CHANGED
         if (entries != m->published_cache_entries)
                 names[n++] = "CacheEntries";
@@ -369,6 +376,22 @@ static int on_properties_timer(sd_event_source *s, uint64_t usec, void *userdata
 
         kernel_properties_changed(m);
         (void) sd_event_source_set_time_relative(s, PROPERTIES_PERIOD_USEC);
+        return 0;
+}
+
+static void on_file_changed(const uint8_t file_id[EP_FILE_ID_SIZE], void *userdata) {
+        Manager *m = userdata;
+
+        /* Without a session, nobody holds answers to correct: a new one asks afresh. */
+        if (m->session)
+                ep_session_file_changed(m->session, file_id);
+}
+
+static int on_debug_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        (void) ep_resolver_recheck_debug_files(m->resolver, on_file_changed, m);
+        (void) sd_event_source_set_time_relative(s, DEBUG_RECHECK_USEC);
         return 0;
 }
 
@@ -599,6 +622,17 @@ int main(int argc, char *argv[]) {
                 r = sd_event_source_set_enabled(m.props_timer, SD_EVENT_ON);
         if (r < 0) {
                 log_error_errno(r, "Failed to set up the properties timer: %m");
+                goto finish;
+        }
+
+        r = sd_event_add_time_relative(m.daemon.event, &m.debug_timer, CLOCK_MONOTONIC, DEBUG_RECHECK_USEC,
+                                       DEBUG_RECHECK_USEC / 4, on_debug_timer, &m);
+        if (r >= 0)
+                r = sd_event_source_set_priority(m.debug_timer, EP_SESSION_PRIORITY);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m.debug_timer, SD_EVENT_ON);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up the debug file timer: %m");
                 goto finish;
         }
 

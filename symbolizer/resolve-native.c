@@ -72,6 +72,10 @@ int ep_resolve_native(EpResolver *r, const EpSymRequest *req, EpSymResult *out, 
                 return ep_resolver_result_set(out, EP_SYM_BAD_FILE, vaddr, "", NULL);
         }
         *ret_cacheable = true;
+        if (ep_resolver_debug_watch_elf(r, req->file_id, elf, req->path) == -ENOMEM) {
+                ep_sym_lines_free(lines, n_lines);
+                return -ENOMEM;
+        }
         if (k < 0)
                 return ep_resolver_result_set(out, EP_SYM_NOT_FOUND, vaddr, "", NULL);
         return result_set_lines(out, vaddr, lines, n_lines);

@@ -8,12 +8,15 @@
 
 #include "hashmap.h"
 #include "lru.h"
+#include "native-file.h"
 #include "resolver.h"
+#include "symbol-cache.h"
 
 typedef struct ResolverKernel ResolverKernel;
 typedef struct ResolverJit ResolverJit;
 typedef struct ResolverGo ResolverGo;
 typedef struct ResolverPython ResolverPython;
+typedef struct DebugWatch DebugWatch;
 typedef struct EpSymbolCache EpSymbolCache;
 
 typedef enum FileState {
@@ -59,6 +62,9 @@ struct EpResolver {
         ResolverPython *python;
         EpSymbolCache *symbol_cache; /* not owned; NULL: nothing persisted */
         EpHashmap *persisted_files;  /* file ID → PersistedFile, for this session of symbol_cache */
+
+        EpLru *debug_watch;            /* file IDs answered without their debug file */
+        DebugWatch *debug_watch_slots; /* ... how to look for it again (resolver-debug-watch.c) */
 };
 
 /* What the resolver did with a file's record in the symbol cache (symbol-cache.h). */
@@ -82,6 +88,22 @@ int ep_resolver_get_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElf
 void ep_resolver_bad_file_seen(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], int error);
 /* Forgets every cached result of that frame kind (kernel symbols moved, a perf map changed). */
 void ep_resolver_drop_results(EpResolver *r, uint8_t kind);
+/* Forgets everything known about a native file's answers: cached and persisted results, the
+ * opened file with its debug search. The next request computes them again. */
+void ep_resolver_forget_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE]);
+/* What a file's answers are computed with, as the symbol cache records it (symbol-cache.h):
+ * 0 and *ret (free with ep_symbol_file_record_done()), or -ENOMEM. */
+int ep_resolver_file_record(EpElfFile *elf, const EpNativeDebugInfo *info, EpSymbolFileRecord *ret);
+
+/* resolver-debug-watch.c: the files answered without the separate debug file they need,
+ * looked for again by ep_resolver_recheck_debug_files(). _watch() takes rec's contents (rec
+ * is emptied); _watch_elf() watches elf when its search (with path_hint) found none. Both
+ * return 0 or -ENOMEM. */
+int ep_resolver_debug_watch_init(EpResolver *r);
+void ep_resolver_debug_watch_free(EpResolver *r);
+int ep_resolver_debug_watch(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpSymbolFileRecord *rec);
+int ep_resolver_debug_watch_elf(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElfFile *elf,
+                                const char *path_hint);
 
 /* Each fills *out (empty on entry) and sets *ret_cacheable when the answer may be reused for
  * the same key. Only -ENOMEM is returned as an error; everything else is a status. */

@@ -71,6 +71,9 @@ int ep_resolver_new(const EpFileSource *source, const EpResolverConfig *config, 
         r->persisted_files = ep_hashmap_new(EP_FILE_ID_SIZE, sizeof(PersistedFile));
         if (!r->persisted_files)
                 return -ENOMEM;
+        k = ep_resolver_debug_watch_init(r);
+        if (k < 0)
+                return k;
         r->file_slots = calloc(r->config.max_files, sizeof(FileEntry));
         r->result_slots = calloc(r->config.max_results, sizeof(EpSymResult));
         if (!r->file_slots || !r->result_slots)
@@ -95,6 +98,7 @@ EpResolver *ep_resolver_free(EpResolver *r) {
         ep_lru_free(r->files);
         ep_lru_free(r->results);
         ep_hashmap_free(r->persisted_files);
+        ep_resolver_debug_watch_free(r);
         for (size_t k = 0; k < ELEMENTSOF(ep_resolvers); k++)
                 if (ep_resolvers[k].free)
                         ep_resolvers[k].free(r);
@@ -296,16 +300,39 @@ static const EpSymResult *cache_result(EpResolver *r, const ResultKey *key) {
         return &r->result_slots[slot];
 }
 
-void ep_resolver_drop_results(EpResolver *r, uint8_t kind) {
+/* Forgets the cached results of kind, of one file only when file_id is not NULL. */
+static void drop_results_where(EpResolver *r, uint8_t kind, const uint8_t *file_id) {
         for (uint32_t i = 0; i < r->config.max_results; i++) {
                 const ResultKey *key = ep_lru_slot_key(r->results, i);
 
-                if (key && key->kind == kind) {
+                if (key && key->kind == kind && (!file_id || memcmp(key->file_id, file_id, EP_FILE_ID_SIZE) == 0)) {
                         ResultKey copy = *key;
                         ep_sym_result_done(&r->result_slots[i]);
                         (void) ep_lru_remove(r->results, &copy);
                 }
         }
+}
+
+void ep_resolver_drop_results(EpResolver *r, uint8_t kind) {
+        drop_results_where(r, kind, NULL);
+}
+
+void ep_resolver_forget_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE]) {
+        int slot, k;
+
+        drop_results_where(r, EP_FRAME_NATIVE, id);
+        slot = ep_lru_remove(r->files, id);
+        if (slot >= 0)
+                file_entry_done(r, &r->file_slots[slot]); /* its debug search with it (native-file.c) */
+        (void) ep_hashmap_remove(r->persisted_files, id, NULL);
+        if (!r->symbol_cache)
+                return;
+        /* Rows still queued were computed the old way: written first, then dropped with the rest. */
+        k = ep_symbol_cache_flush(r->symbol_cache);
+        if (k >= 0)
+                k = ep_symbol_cache_drop_file(r->symbol_cache, id);
+        if (k < 0)
+                log_debug_errno(k, "Cannot drop the persisted symbols of a file whose debug file appeared: %m");
 }
 
 static void count(EpResolver *r, uint8_t status) {
@@ -400,6 +427,9 @@ static int check_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], Persiste
         pf->checked = true;
         if (k >= 0) {
                 k = record_still_holds(&rec, &now);
+                if (k > 0 && streq(rec.debug, EP_SYMBOL_CACHE_DEBUG_NONE))
+                        /* Answered from rows without a debug file: watched like computed ones. */
+                        k = ep_resolver_debug_watch(r, id, &rec) < 0 ? -ENOMEM : 1;
                 if (k != 0)
                         return k;
         }
@@ -440,6 +470,31 @@ static int persisted_lookup(EpResolver *r, const ResultKey *key) {
         return 1;
 }
 
+int ep_resolver_file_record(EpElfFile *elf, const EpNativeDebugInfo *info, EpSymbolFileRecord *ret) {
+        _cleanup_(ep_symbol_file_record_done) EpSymbolFileRecord rec = {};
+        EpBuildIds ids;
+        uint32_t crc;
+        int k;
+
+        k = ep_elf_build_ids(elf, &ids);
+        if (k == -ENOMEM)
+                return k;
+        if (k >= 0) {
+                rec.build_id_len = ids.gnu_len;
+                memcpy(rec.build_id, ids.gnu, ids.gnu_len);
+        }
+        k = ep_elf_debuglink(elf, &rec.debuglink, &crc);
+        if (k == -ENOMEM)
+                return k;
+        rec.path = info->search_path ? strdup(info->search_path) : NULL;
+        rec.debug = strdup(debug_outcome_name(info));
+        if ((info->search_path && !rec.path) || !rec.debug)
+                return -ENOMEM;
+        *ret = rec;
+        rec = (EpSymbolFileRecord) {};
+        return 0;
+}
+
 /* Queues the file's record (symbol-cache.h) when this session has not yet, or when what its
  * answers are computed with changed since: before the answer, so that rows computed with an
  * earlier outcome are dropped and this one is kept. */
@@ -447,8 +502,6 @@ static int record_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], const c
         _cleanup_(ep_symbol_file_record_done) EpSymbolFileRecord rec = {};
         EpNativeDebugInfo info;
         PersistedFile *pf;
-        EpBuildIds ids;
-        uint32_t crc;
         EpElfFile *elf;
         int slot, k;
 
@@ -466,21 +519,9 @@ static int record_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], const c
         if (pf->recorded == record_mark(&info))
                 return 0;
 
-        k = ep_elf_build_ids(elf, &ids);
-        if (k == -ENOMEM)
+        k = ep_resolver_file_record(elf, &info, &rec);
+        if (k < 0)
                 return k;
-        if (k >= 0) {
-                rec.build_id_len = ids.gnu_len;
-                memcpy(rec.build_id, ids.gnu, ids.gnu_len);
-        }
-        k = ep_elf_debuglink(elf, &rec.debuglink, &crc);
-        if (k == -ENOMEM)
-                return k;
-        rec.path = info.search_path ? strdup(info.search_path) : NULL;
-        rec.debug = strdup(debug_outcome_name(&info));
-        if ((info.search_path && !rec.path) || !rec.debug)
-                return -ENOMEM;
-
         k = ep_symbol_cache_put_file(r->symbol_cache, id, &rec);
         if (k < 0)
                 return k;

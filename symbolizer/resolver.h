@@ -128,6 +128,16 @@ uint32_t ep_resolver_cache_entries(const EpResolver *r);
 uint64_t ep_resolver_go_malformed(const EpResolver *r);
 uint32_t ep_resolver_files_open(const EpResolver *r);
 
+/* Native files answered without the separate debug file they need are watched (at most
+ * EP_RESOLVER_DEBUG_WATCH_MAX, least recently answered dropped first). This looks for each
+ * one's debug file again (a few stat() calls per file, no open); for each that has one now,
+ * its answers are forgotten (cached, persisted) and changed(file_id, userdata) is called: the
+ * requester asks again. Returns how many changed. */
+#define EP_RESOLVER_DEBUG_WATCH_MAX 4096
+typedef void (*EpFileChangedFn)(const uint8_t file_id[EP_FILE_ID_SIZE], void *userdata);
+int ep_resolver_recheck_debug_files(EpResolver *r, EpFileChangedFn changed, void *userdata);
+uint32_t ep_resolver_debug_watched(const EpResolver *r);
+
 void ep_sym_result_done(EpSymResult *res);
 
 /* EP_SYM_RETRY for a passing error (ep_error_passing(): answered RETRY, never cached), else

@@ -467,6 +467,20 @@ int ep_session_process(EpSession *s) {
         return s->dead ? -EBADMSG : n;
 }
 
+void ep_session_file_changed(EpSession *s, const uint8_t file_id[EP_FILE_ID_SIZE]) {
+        unsigned pushed = 0;
+
+        if (s->dead)
+                return;
+        /* Behind the answers still in the backlog: those were computed before the change, and
+         * the client asks again once it has applied them. */
+        deliver(s, EP_MSG_SYM_FILE_CHANGED, file_id, EP_FILE_ID_SIZE, &pushed);
+        if (pushed > 0)
+                (void) ep_ring_notify(s->resp);
+        if (s->backlog_n > 0)
+                schedule(s->retry, EP_SESSION_RETRY_USEC);
+}
+
 static int on_request(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         EpSession *s = userdata;
 

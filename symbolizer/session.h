@@ -46,6 +46,10 @@ int ep_session_response_eventfd(const EpSession *s);
  * whichever ends first (the request that crosses the budget is finished). Returns the number
  * of requests taken, or -EBADMSG when the request ring is corrupt (the session is then dead). */
 int ep_session_process(EpSession *s);
+/* Tells the client that the answers for native frames of file_id may differ now
+ * (EP_MSG_SYM_FILE_CHANGED): after every answer already given, held in the backlog while the
+ * response ring is full. */
+void ep_session_file_changed(EpSession *s, const uint8_t file_id[EP_FILE_ID_SIZE]);
 /* The budget above (tests: 0 takes one request per call). */
 void ep_session_set_budget(EpSession *s, uint64_t usec);
 size_t ep_session_backlog(const EpSession *s);

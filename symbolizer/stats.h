@@ -20,6 +20,7 @@ typedef struct EpSymStats {
         uint64_t persisted_hits; /* ... answered from the persisted cache (symbol-cache.c) */
         uint64_t bad_requests;   /* records that were not a valid request */
         uint64_t response_drops; /* responses that could not be delivered */
+        uint64_t debug_files_appeared; /* files whose debug file showed up after they were answered */
         char last_error[256];
 } EpSymStats;
 

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NATIVE, WORKLOADS, Profiler, need_root, profile_until, run_workload, stacks_for_pid
+from conftest import (NATIVE, WORKLOADS, Profiler, frame_ids, need_root, profile_until, run_workload, stacks_for_pid,
+                      stacks_query)
+from waiting import wait_until
 
 CHAIN = {"gamma_spin", "beta", "alpha", "main"}
 INLINE_CHAIN = {"ic_inner", "ic_middle", "ic_outer", "ic_spin"}  # inlinechain.c
@@ -188,4 +190,52 @@ def test_debug_file_installed_after_answers_were_persisted(cache_dir):
             second.stop()
     finally:
         shutil.rmtree(empty, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_debug_file_installed_while_the_profiler_runs(cache_dir):
+    """A stripped program is profiled with an empty --debug-dir: its frames have no inline
+    chain. Its debug file is then installed under that root while the profiler and the program
+    run: without a restart the symbolizer finds it (Symbolizer1.DebugFilesAppeared), the
+    collector asks the program's frames again (Collector1.SymbolsAskedAgain), and the stored
+    frames, those of the samples taken before the install included, carry the inline chain."""
+    need_root()
+    stripped, debug = WORKLOADS / "inlinechain-stripped", WORKLOADS / "inlinechain.debug"
+    if not stripped.exists() or not debug.exists():
+        pytest.skip("workload inlinechain-stripped was not built")
+    root = readable_dir("ep-debug-later-")
+    profiler = Profiler(["--debug-dir", str(root), "--cache-dir", str(cache_dir)])
+    w = subprocess.Popen([str(stripped), "600"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        profiler.wait_samples(w.pid, SAMPLES)
+        profiler.settle([w.pid])
+        before = profiler.stack_counts(w.pid)
+        names = native_functions(profiler, w.pid)
+        assert not INLINE_CHAIN & names, names  # nothing names them without the debug file
+        assert profiler.prop("Symbolizer", "DebugFilesAppeared") == 0
+
+        install_debug_file(root, stripped, debug)
+
+        def named():
+            profiler.flush()
+            now = native_functions(profiler, w.pid)
+            return INLINE_CHAIN <= now, sorted(now)
+        wait_until(named, "the inline chain of the stripped program's frames, from its new debug file", 120,
+                   interval=0.5, diagnosis=lambda: profiler.diagnosis([w.pid]))
+        assert profiler.prop("Symbolizer", "DebugFilesAppeared") >= 1
+        assert profiler.prop("Collector", "SymbolsAskedAgain") > 0
+        assert re.search(r"Debug file \S+ appeared for \S*inlinechain-stripped", profiler.output()), \
+            profiler.output()[-3000:]
+        # The samples stored before the install name the chain too: their frame rows were updated.
+        with profiler.db() as con:
+            old = [frames for sid, frames, _ in con.execute(*stacks_query(w.pid)) if sid in before]
+            lines = {}
+            for frame, fn in con.execute("SELECT frame, function FROM frame_lines ORDER BY frame, depth"):
+                lines.setdefault(frame, set()).add(fn)
+        old_names = {fn for blob in old for fid in frame_ids(blob) for fn in lines.get(fid, ())}
+        assert INLINE_CHAIN <= old_names, sorted(old_names)
+    finally:
+        w.kill()
+        w.wait()
+        profiler.stop()
         shutil.rmtree(root, ignore_errors=True)

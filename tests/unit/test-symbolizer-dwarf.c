@@ -291,21 +291,38 @@ static void test_debuglink(const char *linked, uint64_t mark) {
         ep_debug_roots_reset();
 }
 
-static void test_build_id(const char *stripped, const char *debug, const char *wrong, uint64_t mark) {
-        char dir[1024], path[4096];
-        const EpSymResult *res;
+/* Roots: a missing one, then tmp_root with its .build-id/d3 directory, empty; *ret_path is where
+ * the debug file of the test program (its fixed build ID: symbolizer/meson.build) goes. */
+static void build_id_root(char ret_path[static 4096]) {
+        char dir[1024], roots[8192];
 
-        /* The fixed build ID of the test program (symbolizer/meson.build). */
         snprintf(dir, sizeof dir, "%s/.build-id", tmp_root);
         CHECK_INT(mkdir(dir, 0755), 0);
         snprintf(dir, sizeof dir, "%s/.build-id/d3", tmp_root);
         CHECK_INT(mkdir(dir, 0755), 0);
-        snprintf(path, sizeof path, "%s/a4f1e0000000000000000000000000000dd001.debug", dir);
+        snprintf(ret_path, 4096, "%s/a4f1e0000000000000000000000000000dd001.debug", dir);
 
-        char roots[8192];
         snprintf(roots, sizeof roots, "/nonexistent/debug-root:%s/", tmp_root);
         CHECK_INT(ep_debug_roots_set(roots), 0);
         CHECK_STR(ep_debug_roots()[1], tmp_root);
+}
+
+static void build_id_root_remove(const char *path) {
+        char dir[1024];
+
+        (void) unlink(path);
+        snprintf(dir, sizeof dir, "%s/.build-id/d3", tmp_root);
+        CHECK_INT(rmdir(dir), 0);
+        snprintf(dir, sizeof dir, "%s/.build-id", tmp_root);
+        CHECK_INT(rmdir(dir), 0);
+        ep_debug_roots_reset();
+}
+
+static void test_build_id(const char *stripped, const char *debug, const char *wrong, uint64_t mark) {
+        char path[4096];
+        const EpSymResult *res;
+
+        build_id_root(path);
         files[3] = stripped;
 
         /* A file with another build ID at the right place is refused. */
@@ -323,11 +340,56 @@ static void test_build_id(const char *stripped, const char *debug, const char *w
                 check_chain(res);
         }
         printf("stripped, debug file by build ID under a temporary root: chain resolved\n");
-        CHECK_INT(unlink(path), 0);
-        CHECK_INT(rmdir(dir), 0);
-        snprintf(dir, sizeof dir, "%s/.build-id", tmp_root);
-        CHECK_INT(rmdir(dir), 0);
-        ep_debug_roots_reset();
+        build_id_root_remove(path);
+}
+
+static unsigned changed_calls;
+static uint8_t changed_id[EP_FILE_ID_SIZE];
+
+static void on_changed(const uint8_t file_id[EP_FILE_ID_SIZE], void *userdata) {
+        changed_calls++;
+        memcpy(changed_id, file_id, EP_FILE_ID_SIZE);
+}
+
+/* Rechecks the watched files; returns how many changed, checking that each was reported. */
+static int recheck(EpResolver *r) {
+        unsigned before = changed_calls;
+        int n = ep_resolver_recheck_debug_files(r, on_changed, NULL);
+
+        CHECK_INT((int) (changed_calls - before), n);
+        return n;
+}
+
+/* A debug file installed while the resolver runs: the file answered without one is watched;
+ * nothing is reported while nothing changes under the roots; a wrong debug file showing up
+ * is reported once (asked again, still refused, watched again); the right one, copied over
+ * it, is reported, and the same request is then answered with the inline chain. */
+static void test_debug_file_appears(const char *stripped, const char *debug, const char *wrong, uint64_t mark) {
+        _cleanup_(ep_resolver_freep) EpResolver *r = new_resolver();
+        const uint8_t id[EP_FILE_ID_SIZE] = { 3, 0xd3 };
+        char path[4096];
+
+        build_id_root(path);
+        files[3] = stripped;
+        CHECK_INT(sym(r, 3, mark, false, NULL)->status, EP_SYM_NOT_FOUND);
+        CHECK_INT(ep_resolver_debug_watched(r), 1);
+        CHECK_INT(recheck(r), 0);
+
+        copy_file(wrong, path);
+        CHECK_INT(recheck(r), 1);
+        CHECK(memcmp(changed_id, id, sizeof id) == 0);
+        CHECK_INT(ep_resolver_debug_watched(r), 0);
+        CHECK_INT(sym(r, 3, mark, false, NULL)->status, EP_SYM_NOT_FOUND);
+        CHECK_INT(ep_resolver_debug_watched(r), 1);
+        CHECK_INT(recheck(r), 0);
+
+        copy_file(debug, path); /* the same inode, written again */
+        CHECK_INT(recheck(r), 1);
+        check_chain(sym(r, 3, mark, false, NULL));
+        CHECK_INT(ep_resolver_debug_watched(r), 0);
+        CHECK_INT(recheck(r), 0);
+        printf("debug file installed while running: reported once, then the chain resolved\n");
+        build_id_root_remove(path);
 }
 
 /* ---- demangling ---- */
@@ -656,6 +718,7 @@ int main(void) {
         test_inline_chain(prog);
         test_debuglink(test_env("DW_PROG_LINK"), mark);
         test_build_id(test_env("DW_PROG_STRIPPED"), test_env("DW_PROG_DEBUG"), cxx ?: prog, mark);
+        test_debug_file_appears(test_env("DW_PROG_STRIPPED"), test_env("DW_PROG_DEBUG"), cxx ?: prog, mark);
         if (cxx && *cxx)
                 test_cxx(cxx, test_env("DW_CXX_NODWARF"));
         else

@@ -65,6 +65,7 @@ typedef struct Response {
         char function[128];
         size_t build_id_len;
         char go_build_id[128];
+        uint8_t file_id[EP_FILE_ID_SIZE]; /* EP_MSG_SYM_FILE_CHANGED */
 } Response;
 
 static int pop_response(EpRing *resp, Response *ret) {
@@ -79,6 +80,12 @@ static int pop_response(EpRing *resp, Response *ret) {
 
         *ret = (Response) { .type = h.type };
         ep_reader_init(&rd, p, h.len);
+        if (h.type == EP_MSG_SYM_FILE_CHANGED) {
+                ep_get_bytes(&rd, ret->file_id, sizeof ret->file_id);
+                CHECK(ep_reader_done(&rd));
+                ep_ring_consume(resp);
+                return 1;
+        }
         ret->cookie = ep_get_u64(&rd);
         ret->status = ep_get_u8(&rd);
         if (h.type == EP_MSG_SYM_RESPONSE) {
@@ -239,7 +246,7 @@ int main(void) {
         /* Backpressure: nobody reads responses until the session stops taking requests. */
         enum { N = 60000 };
         static bool seen[N];
-        uint64_t sent = 0, received = 0;
+        uint64_t sent = 0, received = 0, requests_before = stats.requests;
         int n;
 
         for (;;) {
@@ -256,10 +263,25 @@ int main(void) {
         CHECK(ep_ring_bytes_used(req) > 0); /* requests wait where they are */
         CHECK_INT(stats.response_drops, 0);
 
+        /* A file's answers changed: the word comes after every answer already given (they
+         * were computed before), before the answers to requests still waiting. */
+        const uint8_t changed[EP_FILE_ID_SIZE] = { 1, 0xc4 };
+        uint64_t answered_before_change = stats.requests - requests_before;
+        bool change_seen = false;
+        ep_session_file_changed(s, changed);
+        CHECK_INT(ep_session_backlog(s), EP_SESSION_BACKLOG + 1);
+
         /* The client catches up: everything is answered exactly once. */
         unsigned rounds = 0;
         while (received < N) {
                 while (pop_response(resp, &r) == 1) {
+                        if (r.type == EP_MSG_SYM_FILE_CHANGED) {
+                                CHECK(!change_seen);
+                                CHECK(memcmp(r.file_id, changed, sizeof changed) == 0);
+                                CHECK_U64(received, answered_before_change);
+                                change_seen = true;
+                                continue;
+                        }
                         CHECK(r.cookie < N);
                         CHECK(!seen[r.cookie]);
                         seen[r.cookie] = true;
@@ -271,6 +293,7 @@ int main(void) {
                 CHECK(ep_session_process(s) >= 0);
                 CHECK(++rounds < 100000);
         }
+        CHECK(change_seen);
         CHECK_INT(stats.response_drops, 0);
         CHECK_INT(ep_session_backlog(s), 0);
         CHECK_INT(ep_ring_records_dropped(resp), 0);
