@@ -40,6 +40,7 @@ enum {
         PROP_TRACES_SEEN_BEFORE,
         PROP_RETRYING_SYMBOLS,
         PROP_SYMBOL_RETRIES,
+        PROP_SYMBOLS_ASKED_AGAIN,
         _PROP_MAX,
 };
 
@@ -72,6 +73,7 @@ static const char *const prop_names[_PROP_MAX] = {
         [PROP_TRACES_SEEN_BEFORE] = "TracesSeenBefore",
         [PROP_RETRYING_SYMBOLS] = "RetryingSymbols",
         [PROP_SYMBOL_RETRIES] = "SymbolRetries",
+        [PROP_SYMBOLS_ASKED_AGAIN] = "SymbolsAskedAgain",
 };
 
 _Static_assert(_PROP_MAX <= ELEMENTSOF(((Collector *) 0)->props_sent), "props_sent too small");
@@ -144,6 +146,8 @@ static uint64_t prop_value(const Collector *c, int p) {
                 return collector_sym_retrying(c);
         case PROP_SYMBOL_RETRIES:
                 return c->sym.retries_sent;
+        case PROP_SYMBOLS_ASKED_AGAIN:
+                return c->sym.asked_again;
         default:
                 return 0;
         }
@@ -304,6 +308,7 @@ static const sd_bus_vtable collector_vtable[] = {
         COUNTER("FirstPendingFrame"),
         SD_BUS_PROPERTY("RetryingSymbols", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         COUNTER("SymbolRetries"),
+        COUNTER("SymbolsAskedAgain"),
         SD_BUS_PROPERTY("LastError", "s", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("StoreSchemaVersion", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         COUNTER("StoreBytes"),

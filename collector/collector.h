@@ -67,6 +67,7 @@ typedef struct SymClient {
         size_t n_retries, cap_retries;
         uint64_t requests_sent, responses;
         uint64_t retries_sent; /* requests sent again after an EP_SYM_RETRY answer */
+        uint64_t asked_again;  /* answered frames queued again: their file's answers changed */
         uint32_t first_pending; /* no frame below this index waits for its symbol (moved on by drains) */
 } SymClient;
 

@@ -63,6 +63,14 @@ int frame_table_intern(FrameTable *t, uint8_t kind, uint8_t flags, uint32_t file
 
 void frame_set_symbol(Frame *f, uint8_t status, uint64_t elf_addr, char *module, SymLine *lines,
                       uint32_t n_lines) {
+        f->sym_state = SYM_STATE_DONE;
+        if (f->n_lines > 0 && status != EP_SYM_OK) {
+                /* Asked again (its file's answers changed) and failed: the name stays, as in
+                 * the store. */
+                free(module);
+                sym_lines_free(lines, n_lines);
+                return;
+        }
         free(f->module);
         sym_lines_free(f->lines, f->n_lines);
         f->status = status;
@@ -70,5 +78,4 @@ void frame_set_symbol(Frame *f, uint8_t status, uint64_t elf_addr, char *module,
         f->module = module;
         f->lines = lines;
         f->n_lines = n_lines;
-        f->sym_state = SYM_STATE_DONE;
 }

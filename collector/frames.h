@@ -50,7 +50,8 @@ void frame_table_done(FrameTable *t);
 int frame_table_intern(FrameTable *t, uint8_t kind, uint8_t flags, uint32_t file, uint32_t process,
                        uint64_t addr, uint32_t *ret_idx);
 
-/* Takes ownership of module and lines. */
+/* Takes ownership of module and lines. A frame that has a name keeps it when the new answer is
+ * a failure (a name is only ever replaced by a name). */
 void frame_set_symbol(Frame *f, uint8_t status, uint64_t elf_addr, char *module, SymLine *lines,
                       uint32_t n_lines);
 

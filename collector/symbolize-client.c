@@ -359,6 +359,37 @@ static int apply_file_response(Collector *c, const void *payload, size_t len) {
         return 0;
 }
 
+/* EP_MSG_SYM_FILE_CHANGED: the answers for native frames of that file may be better now (its
+ * debug file appeared). Every frame of it that was answered is asked again; the new answer is
+ * applied and stored like any other (a name replaces a name, a failure never replaces one).
+ * Frames in flight or waiting for a retry get a new answer anyway. */
+static int apply_file_changed(Collector *c, const void *payload, size_t len) {
+        uint8_t file_id[EP_FILE_ID_SIZE];
+        EpReader rd;
+        int r;
+
+        ep_reader_init(&rd, payload, len);
+        ep_get_bytes(&rd, file_id, sizeof file_id);
+        if (!ep_reader_done(&rd))
+                return DECODE_ERROR(c, "Dropping malformed file-changed message (%zu bytes).", len);
+
+        for (size_t i = 0; i < c->frames.n; i++) {
+                const Frame *f = &c->frames.items[i];
+                const FileEntry *file;
+
+                if (f->kind != EP_FRAME_NATIVE || f->sym_state != SYM_STATE_DONE || f->file == 0)
+                        continue;
+                file = file_table_get(&c->files, f->file);
+                if (!file || memcmp(file->file_id, file_id, EP_FILE_ID_SIZE) != 0)
+                        continue;
+                r = collector_sym_queue_frame(c, (uint32_t) i);
+                if (r < 0)
+                        return r;
+                c->sym.asked_again++;
+        }
+        return 0; /* the drain sends the queue */
+}
+
 int collector_sym_apply(Collector *c, uint16_t type, const void *payload, size_t len) {
         c->sym.responses++;
         switch (type) {
@@ -366,6 +397,8 @@ int collector_sym_apply(Collector *c, uint16_t type, const void *payload, size_t
                 return apply_frame_response(c, payload, len);
         case EP_MSG_SYM_FILE_RESPONSE:
                 return apply_file_response(c, payload, len);
+        case EP_MSG_SYM_FILE_CHANGED:
+                return apply_file_changed(c, payload, len);
         default:
                 return DECODE_ERROR(c, "Dropping response-ring record of unknown type %u.", type);
         }

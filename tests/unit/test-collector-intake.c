@@ -5,6 +5,7 @@
  * checked. No bus is involved. */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -746,6 +747,25 @@ static void respond_file(Collector *c, uint64_t cookie, uint8_t status) {
         ep_writer_done(&w);
 }
 
+/* One trace of pid's main thread: taken in, its new frames and files sent to the symbolizer. */
+static void send_trace(Collector *c, uint32_t pid, const char *comm, const EpFrame *stack, uint32_t n) {
+        size_t len = trace(pid, pid, 0, comm, stack, n, 0);
+
+        ASSERT_OK(collector_intake(c, EP_MSG_TRACE, rec, len));
+        collector_sym_flush(c);
+}
+
+/* A collector with a store at path and a symbolizer session over two new rings (the test
+ * plays the symbolizer's side). */
+static void open_attached(Collector *c, const char *path, EpRing **ret_req, EpRing **ret_resp) {
+        ASSERT_OK(collector_init(c));
+        ASSERT_OK(store_open(path, &c->store));
+        ASSERT_OK(ep_ring_create("test-sym-req", 1 << 16, ret_req));
+        ASSERT_OK(ep_ring_create("test-sym-resp", 1 << 16, ret_resp));
+        ASSERT_OK(collector_sym_attach(c, ep_ring_memfd(*ret_req), ep_ring_eventfd(*ret_req),
+                                       ep_ring_memfd(*ret_resp), ep_ring_eventfd(*ret_resp)));
+}
+
 /* A passing failure (EP_SYM_RETRY: the loader timed out, ...) is not an answer: the frame and
  * the file stay pending and are asked again by the timer (collector_sym_retry_due()) after a
  * back-off of 1 s, 2 s, ... up to 30 s, with no new trace of them; the interval is written
@@ -763,20 +783,12 @@ static void test_retry(const char *path) {
         char buf[128];
         sqlite3 *db;
         Collector c;
-        size_t len;
 
         ep_clock_set(tests_clock);
-        ASSERT_OK(collector_init(&c));
-        ASSERT_OK(store_open(path, &c.store));
-        ASSERT_OK(ep_ring_create("test-sym-req", 1 << 16, &req));
-        ASSERT_OK(ep_ring_create("test-sym-resp", 1 << 16, &resp));
-        ASSERT_OK(collector_sym_attach(&c, ep_ring_memfd(req), ep_ring_eventfd(req), ep_ring_memfd(resp),
-                                       ep_ring_eventfd(resp)));
+        open_attached(&c, path, &req, &resp);
         announce_file(&c, 7, 0x77, "/usr/lib/libx.so");
         announce_process(&c, 500, 5000, "jit", "/usr/bin/jit");
-        len = trace(500, 500, 0, "jit", stack, 2, 0);
-        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
-        collector_sym_flush(&c);
+        send_trace(&c, 500, "jit", stack, 2);
         take_requests(req, frames, &n_frames, files, &n_files);
         ASSERT_TRUE(n_frames == 2 && frames[0] == 0 && frames[1] == 1 && n_files == 1);
         uint64_t file_cookie = files[0];
@@ -856,6 +868,95 @@ static void test_retry(const char *path) {
         ep_clock_set(NULL);
 }
 
+/* The stored frame at file offset addr names function want first. */
+static void check_stored_leaf(const char *path, uint64_t addr, const char *want) {
+        char sql[256], buf[128];
+        sqlite3 *db;
+
+        snprintf(sql, sizeof sql, "SELECT l.function FROM frames f JOIN frame_lines l ON l.frame = f.id "
+                                  "WHERE f.addr = %" PRIu64 " AND l.depth = 0", addr);
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        q_text(db, sql, buf, sizeof buf);
+        ASSERT_STREQ(buf, want);
+        sqlite3_close(db);
+}
+
+static void file_changed(Collector *c, uint8_t id_byte, size_t len, int expect) {
+        uint8_t id[EP_FILE_ID_SIZE];
+
+        memset(id, id_byte, sizeof(id));
+        ASSERT_TRUE(collector_sym_apply(c, EP_MSG_SYM_FILE_CHANGED, id, len) == expect);
+}
+
+/* The symbolizer says a file's answers changed (EP_MSG_SYM_FILE_CHANGED: its debug file
+ * appeared): the answered frames of that file, and only those, are asked again with no new
+ * trace of them; the new answers replace the stored ones (a name replaces NOT_FOUND and a
+ * name), and a failure after that never replaces a name, in memory or in the store. */
+static void test_file_changed(const char *path) {
+        static const EpFrame stack[] = {
+                { .addr = 0x1000, .file_key = 7, .kind = EP_FRAME_NATIVE },
+                { .addr = 0x2000, .file_key = 7, .kind = EP_FRAME_NATIVE, .flags = EP_FRAME_FLAG_RETURN_ADDRESS },
+                { .addr = 0x3000, .file_key = 8, .kind = EP_FRAME_NATIVE, .flags = EP_FRAME_FLAG_RETURN_ADDRESS },
+        };
+        _cleanup_ring_ EpRing *req = NULL, *resp = NULL;
+        uint64_t frames[8], files[8];
+        size_t n_frames, n_files;
+        sqlite3 *db;
+        Collector c;
+
+        open_attached(&c, path, &req, &resp);
+        announce_file(&c, 7, 0x77, "/usr/lib/libc.so.6");
+        announce_file(&c, 8, 0x88, "/usr/bin/prog");
+        announce_process(&c, 600, 6000, "prog", "/usr/bin/prog");
+        send_trace(&c, 600, "prog", stack, 3);
+        take_requests(req, frames, &n_frames, files, &n_files);
+        ASSERT_TRUE(n_frames == 3 && n_files == 2);
+        respond(&c, 0, EP_SYM_NOT_FOUND, 0, NULL, 0);
+        respond(&c, 1, EP_SYM_OK, 0x402000, "read", 0);
+        respond(&c, 2, EP_SYM_NOT_FOUND, 0, NULL, 0);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+
+        /* A short message is counted and changes nothing. */
+        uint64_t errors = c.decode_errors;
+        file_changed(&c, 0x77, EP_FILE_ID_SIZE - 1, -EBADMSG);
+        ASSERT_TRUE(c.decode_errors == errors + 1 && c.pending_symbols == 0);
+
+        /* libc's two frames are asked again, the program's is not. */
+        file_changed(&c, 0x77, EP_FILE_ID_SIZE, 0);
+        collector_sym_flush(&c);
+        take_requests(req, frames, &n_frames, files, &n_files);
+        ASSERT_TRUE(n_frames == 2 && frames[0] == 0 && frames[1] == 1 && n_files == 0);
+        ASSERT_TRUE(c.sym.asked_again == 2 && c.pending_symbols == 2);
+        respond(&c, 0, EP_SYM_OK, 0x401000, "ic_inner", 0);
+        respond(&c, 1, EP_SYM_OK, 0x402000, "__libc_read", 0);
+        ASSERT_TRUE(c.pending_symbols == 0);
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        check_stored_leaf(path, 0x1000, "ic_inner");
+        check_stored_leaf(path, 0x2000, "__libc_read");
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines l JOIN frames f ON l.frame = f.id "
+                              "WHERE f.addr = 8192") == 2);
+        ASSERT_TRUE(q_int(db, "SELECT status FROM frames WHERE addr = 12288") == EP_SYM_NOT_FOUND);
+        sqlite3_close(db);
+
+        /* Asked again once more, and failing this time: the names stay. */
+        file_changed(&c, 0x77, EP_FILE_ID_SIZE, 0);
+        collector_sym_flush(&c);
+        take_requests(req, frames, &n_frames, files, &n_files);
+        ASSERT_TRUE(n_frames == 2);
+        respond(&c, 0, EP_SYM_NO_FILE, 0, NULL, 0);
+        respond(&c, 1, EP_SYM_NOT_FOUND, 0, NULL, 0);
+        ASSERT_TRUE(c.frames.items[0].status == EP_SYM_OK && c.frames.items[0].n_lines == 2);
+        ASSERT_STREQ(c.frames.items[1].lines[0].function, "__libc_read");
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames WHERE addr IN (4096, 8192) AND status = 0") == 2);
+        sqlite3_close(db);
+        check_stored_leaf(path, 0x1000, "ic_inner");
+
+        collector_done(&c);
+}
+
 int main(void) {
         char dir[] = "/tmp/test-collector-intake.XXXXXX", path[256], cmd[300];
         Collector c;
@@ -876,6 +977,8 @@ int main(void) {
         test_table_restart(path);
         snprintf(path, sizeof(path), "%s/retry.db", dir);
         test_retry(path);
+        snprintf(path, sizeof(path), "%s/changed.db", dir);
+        test_file_changed(path);
 
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         ASSERT_TRUE(system(cmd) == 0);
