@@ -41,6 +41,7 @@ enum {
         PROP_RETRYING_SYMBOLS,
         PROP_SYMBOL_RETRIES,
         PROP_SYMBOLS_ASKED_AGAIN,
+        PROP_FILES_CHANGED,
         _PROP_MAX,
 };
 
@@ -74,6 +75,7 @@ static const char *const prop_names[_PROP_MAX] = {
         [PROP_RETRYING_SYMBOLS] = "RetryingSymbols",
         [PROP_SYMBOL_RETRIES] = "SymbolRetries",
         [PROP_SYMBOLS_ASKED_AGAIN] = "SymbolsAskedAgain",
+        [PROP_FILES_CHANGED] = "FilesChanged",
 };
 
 _Static_assert(_PROP_MAX <= ELEMENTSOF(((Collector *) 0)->props_sent), "props_sent too small");
@@ -148,6 +150,8 @@ static uint64_t prop_value(const Collector *c, int p) {
                 return c->sym.retries_sent;
         case PROP_SYMBOLS_ASKED_AGAIN:
                 return c->sym.asked_again;
+        case PROP_FILES_CHANGED:
+                return c->sym.files_changed;
         default:
                 return 0;
         }
@@ -309,6 +313,7 @@ static const sd_bus_vtable collector_vtable[] = {
         SD_BUS_PROPERTY("RetryingSymbols", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         COUNTER("SymbolRetries"),
         COUNTER("SymbolsAskedAgain"),
+        COUNTER("FilesChanged"),
         SD_BUS_PROPERTY("LastError", "s", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("StoreSchemaVersion", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         COUNTER("StoreBytes"),

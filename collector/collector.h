@@ -68,6 +68,7 @@ typedef struct SymClient {
         uint64_t requests_sent, responses;
         uint64_t retries_sent; /* requests sent again after an EP_SYM_RETRY answer */
         uint64_t asked_again;  /* answered frames queued again: their file's answers changed */
+        uint64_t files_changed; /* EP_MSG_SYM_FILE_CHANGED messages taken in */
         uint32_t first_pending; /* no frame below this index waits for its symbol (moved on by drains) */
 } SymClient;
 

@@ -70,9 +70,12 @@ void collector_export_close(Collector *c) {
 }
 
 /* The ELF virtual address of a native frame, 0 while unknown: what a backend symbolizes
- * with the build IDs when we could not (the symbolizer reports it with OK and NOT_FOUND). */
+ * with the build IDs when we could not (the symbolizer reports it with OK and NOT_FOUND).
+ * Like the lines, only an answer sets it, and a frame asked again (its file's answers changed)
+ * keeps its last answer until the new one comes, so an interval closed meanwhile still goes
+ * out named. */
 static uint64_t frame_elf_addr(const Frame *f) {
-        if (f->kind != EP_FRAME_NATIVE || f->sym_state != SYM_STATE_DONE)
+        if (f->kind != EP_FRAME_NATIVE)
                 return 0;
         return f->status == EP_SYM_OK || f->status == EP_SYM_NOT_FOUND ? f->elf_addr : 0;
 }
@@ -80,7 +83,7 @@ static uint64_t frame_elf_addr(const Frame *f) {
 static void put_frame(Collector *c, Group *g, const Frame *f) {
         static const uint8_t no_file_id[EP_FILE_ID_SIZE] = {};
         const FileEntry *file = f->file ? &c->files.items[f->file] : NULL;
-        uint32_t n_lines = f->sym_state == SYM_STATE_DONE ? MIN(f->n_lines, UINT16_MAX) : 0;
+        uint32_t n_lines = MIN(f->n_lines, UINT16_MAX); /* 0 until answered */
 
         ep_put_u32(&g->w, f->ref);
         ep_put_u8(&g->w, f->kind);
@@ -168,7 +171,7 @@ static int build_group(Collector *c, Group *g, Interval *iv, const IntervalRefs 
         for (size_t i = 0; i < refs->n_frames; i++) {
                 const Frame *f = &c->frames.items[refs->frames[i]];
 
-                g->unnamed_frames += sym_state_pending(f->sym_state);
+                g->unnamed_frames += sym_state_pending(f->sym_state) && f->n_lines == 0;
                 record_start(g);
                 put_frame(c, g, f);
                 r = record_end(g, EP_MSG_EXP_FRAME);

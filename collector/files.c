@@ -70,6 +70,11 @@ uint32_t file_table_by_key(const FileTable *t, uint32_t file_key) {
         return v ? *v : 0;
 }
 
+uint32_t file_table_by_id(const FileTable *t, const uint8_t file_id[EP_FILE_ID_SIZE]) {
+        const uint32_t *v = ep_hashmap_get(t->by_id, file_id);
+        return v ? *v : 0;
+}
+
 void file_table_reset_keys(FileTable *t) {
         ep_hashmap_clear(t->by_key);
 }

@@ -42,6 +42,8 @@ int file_table_intern(FileTable *t, const uint8_t file_id[EP_FILE_ID_SIZE], cons
 int file_table_bind_key(FileTable *t, uint32_t file_key, uint32_t idx);
 /* 0 when the key was never announced in this session. */
 uint32_t file_table_by_key(const FileTable *t, uint32_t file_key);
+/* 0 when the collector never heard of that file. */
+uint32_t file_table_by_id(const FileTable *t, const uint8_t file_id[EP_FILE_ID_SIZE]);
 void file_table_reset_keys(FileTable *t);
 
 static inline FileEntry *file_table_get(FileTable *t, uint32_t idx) {

@@ -34,7 +34,8 @@ static inline int sym_state_in_flight(uint8_t s) {
         return s == SYM_STATE_QUEUED || s == SYM_STATE_REQUESTED;
 }
 
-/* Not named yet and not given up on: in flight, or waiting for a retry. */
+/* Waiting for an answer and not given up on: in flight, or waiting for a retry. A frame asked
+ * again (its file's answers changed) keeps its last answer meanwhile. */
 static inline int sym_state_pending(uint8_t s) {
         return sym_state_in_flight(s) || s == SYM_STATE_RETRY;
 }

@@ -360,11 +360,12 @@ static int apply_file_response(Collector *c, const void *payload, size_t len) {
 }
 
 /* EP_MSG_SYM_FILE_CHANGED: the answers for native frames of that file may be better now (its
- * debug file appeared). Every frame of it that was answered is asked again; the new answer is
- * applied and stored like any other (a name replaces a name, a failure never replaces one).
- * Frames in flight or waiting for a retry get a new answer anyway. */
+ * debug file appeared). Every frame of it that was answered is queued again like a new frame;
+ * the new answer is applied and stored like any other (a name replaces a name, a failure never
+ * replaces one). Frames in flight or waiting for a retry get a new answer anyway. */
 static int apply_file_changed(Collector *c, const void *payload, size_t len) {
         uint8_t file_id[EP_FILE_ID_SIZE];
+        uint32_t file;
         EpReader rd;
         int r;
 
@@ -372,17 +373,17 @@ static int apply_file_changed(Collector *c, const void *payload, size_t len) {
         ep_get_bytes(&rd, file_id, sizeof file_id);
         if (!ep_reader_done(&rd))
                 return DECODE_ERROR(c, "Dropping malformed file-changed message (%zu bytes).", len);
+        c->sym.files_changed++;
 
-        for (size_t i = 0; i < c->frames.n; i++) {
+        file = file_table_by_id(&c->files, file_id);
+        if (file == 0)
+                return 0; /* never heard of: none of our frames is in it */
+        for (uint32_t i = 0; i < c->frames.n; i++) {
                 const Frame *f = &c->frames.items[i];
-                const FileEntry *file;
 
-                if (f->kind != EP_FRAME_NATIVE || f->sym_state != SYM_STATE_DONE || f->file == 0)
+                if (f->file != file || f->kind != EP_FRAME_NATIVE || f->sym_state != SYM_STATE_DONE)
                         continue;
-                file = file_table_get(&c->files, f->file);
-                if (!file || memcmp(file->file_id, file_id, EP_FILE_ID_SIZE) != 0)
-                        continue;
-                r = collector_sym_queue_frame(c, (uint32_t) i);
+                r = collector_sym_queue_frame(c, i);
                 if (r < 0)
                         return r;
                 c->sym.asked_again++;

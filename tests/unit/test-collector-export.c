@@ -41,6 +41,7 @@ typedef struct FrameSeen {
         size_t gnu_len;
         char go[EP_GO_BUILD_ID_MAX + 1];
         uint64_t addr, elf_addr;
+        uint16_t n_lines;
 } FrameSeen;
 
 typedef struct GroupStats {
@@ -104,7 +105,7 @@ static int read_group(EpRing *r, GroupStats *g) {
                         free(ep_get_str(&rd, 4096));
                         keep->addr = ep_get_u64(&rd);
                         keep->elf_addr = ep_get_u64(&rd);
-                        uint16_t nl = ep_get_u16(&rd);
+                        uint16_t nl = keep->n_lines = ep_get_u16(&rd);
                         for (uint16_t i = 0; i < nl; i++) {
                                 free(ep_get_str(&rd, 65536));
                                 free(ep_get_str(&rd, 4096));
@@ -251,6 +252,36 @@ int main(void) {
                                 ASSERT_TRUE(f->elf_addr == 0);
                 }
                 ASSERT_TRUE(native == 5); /* 4 leaves and the caller */
+                ASSERT_TRUE(read_group(consumer, &g) == 0);
+        }
+
+        /* 1c: a named frame asked again (its file's answers changed) goes out with its last
+         * answer while the new one is pending, and is not counted unnamed. */
+        {
+                uint64_t unnamed = c.exported_unnamed_frames;
+                SymLine *line = calloc(1, sizeof(SymLine));
+                uint32_t idx = UINT32_MAX;
+
+                ASSERT_TRUE(line && (line->function = strdup("leaf")));
+                for (uint32_t i = 0; i < c.frames.n; i++)
+                        if (c.frames.items[i].kind == EP_FRAME_NATIVE && c.frames.items[i].addr == 0x1000)
+                                idx = i;
+                ASSERT_TRUE(idx != UINT32_MAX);
+                frame_set_symbol(&c.frames.items[idx], EP_SYM_OK, 0x401000, NULL, line, 1);
+                ASSERT_OK(collector_sym_queue_frame(&c, idx));
+                ASSERT_TRUE(sym_state_pending(c.frames.items[idx].sym_state));
+                push_trace(&c, 10, 11, 0x1000, 300);
+                ASSERT_OK(collector_close_interval(&c, NULL));
+                ASSERT_TRUE(read_group(consumer, &g) == 1);
+                bool seen = false;
+                for (uint32_t i = 0; i < g.frames; i++)
+                        if (g.seen[i].kind == EP_FRAME_NATIVE && g.seen[i].addr == 0x1000) {
+                                ASSERT_TRUE(g.seen[i].elf_addr == 0x401000 && g.seen[i].n_lines == 1);
+                                seen = true;
+                        }
+                ASSERT_TRUE(seen);
+                /* only the caller, never answered, goes out unnamed */
+                ASSERT_TRUE(c.exported_unnamed_frames == unnamed + 1);
                 ASSERT_TRUE(read_group(consumer, &g) == 0);
         }
 

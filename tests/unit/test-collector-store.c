@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The collector's store: two intervals with shared frames and stacks written through the
- * store API, read back with raw SQL; reopening; files that are not stores. */
+ * store API, read back with raw SQL; reopening; files that are not stores; a name replaced by a
+ * better one, never by a failure. */
 
 #include <endian.h>
 #include <errno.h>
@@ -319,6 +320,53 @@ static void test_unmapped_frames(const char *path) {
         sqlite3_close(db);
 }
 
+/* A frame asked again (its file's answers changed: a debug file appeared) gets a new name: the
+ * row's lines are replaced, not added to, a NOT_FOUND row is named, and a failure afterwards
+ * replaces nothing, by an update or by a re-insert. */
+static void test_renamed(const char *path) {
+        static const uint8_t fid[EP_FILE_ID_SIZE] = { 0xc0 };
+        SymLine dynsym[1] = { { .function = (char *) "read" } };
+        SymLine chain[2] = {
+                { .function = (char *) "__libc_read", .file = (char *) "read.c", .line = 26 },
+                { .function = (char *) "read", .file = (char *) "read.c", .line = 30 },
+        };
+        const StoreSymbol named_dynsym = { .status = EP_SYM_OK, .lines = dynsym, .n_lines = 1 };
+        const StoreSymbol named_chain = { .status = EP_SYM_OK, .lines = chain, .n_lines = 2 };
+        const StoreSymbol failed = { .status = EP_SYM_NO_FILE };
+        int64_t file, named, unnamed, again;
+        Store *s = NULL;
+        sqlite3 *db;
+        char buf[128];
+
+        ASSERT_OK(store_open(path, &s));
+        ASSERT_OK(store_begin(s));
+        ASSERT_OK(store_put_file(s, fid, "/usr/lib/libc.so.6", NULL, 0, NULL, &file));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x100, &named_dynsym, &named));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x200,
+                                  &(StoreSymbol) { .status = EP_SYM_NOT_FOUND }, &unnamed));
+        ASSERT_OK(store_update_frame_symbol(s, named, &named_chain));
+        ASSERT_OK(store_update_frame_symbol(s, unnamed, &named_dynsym));
+        ASSERT_OK(store_update_frame_symbol(s, named, &failed));
+        ASSERT_OK(store_update_frame_symbol(s, unnamed, &failed));
+        ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x100, &failed, &again));
+        ASSERT_TRUE(again == named);
+        ASSERT_OK(store_commit(s));
+        store_free(s);
+
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frames WHERE status = 0") == 2);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines l JOIN frames f ON l.frame = f.id "
+                              "WHERE f.addr = 256") == 2);
+        q_text(db, "SELECT group_concat(function || ':' || line, ' ') FROM "
+                   "(SELECT l.function, l.line FROM frame_lines l JOIN frames f ON l.frame = f.id "
+                   "WHERE f.addr = 256 ORDER BY l.depth)", buf, sizeof buf);
+        ASSERT_STREQ(buf, "__libc_read:26 read:30");
+        q_text(db, "SELECT l.function FROM frame_lines l JOIN frames f ON l.frame = f.id WHERE f.addr = 512",
+               buf, sizeof buf);
+        ASSERT_STREQ(buf, "read");
+        sqlite3_close(db);
+}
+
 int main(void) {
         char path[256], cmd[300];
 
@@ -330,6 +378,8 @@ int main(void) {
         test_bad_files();
         snprintf(path, sizeof(path), "%s/jit.db", dir);
         test_unmapped_frames(path);
+        snprintf(path, sizeof(path), "%s/renamed.db", dir);
+        test_renamed(path);
 
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         ASSERT_TRUE(system(cmd) == 0);
