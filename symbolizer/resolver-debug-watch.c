@@ -88,14 +88,22 @@ uint32_t ep_resolver_debug_watched(const EpResolver *r) {
         return ep_lru_size(r->debug_watch);
 }
 
+/* The watch slot of id, or -ENOENT; *ret_enough: nothing to gain from a new record, one that has
+ * a path when new_has_path (a search next to a path finds .gnu_debuglink files too). */
+static int watch_slot(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], bool new_has_path, bool *ret_enough) {
+        int slot = ep_lru_get(r->debug_watch, id);
+
+        *ret_enough = slot >= 0 && (r->debug_watch_slots[slot].rec.path || !new_has_path);
+        return slot;
+}
+
 int ep_resolver_debug_watch(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpSymbolFileRecord *rec) {
         Candidate seen;
-        bool evicted;
+        bool evicted, enough;
         int slot, k;
 
-        slot = ep_lru_get(r->debug_watch, id);
-        /* A search next to a path finds .gnu_debuglink files too: keep the better one. */
-        if (slot >= 0 && (r->debug_watch_slots[slot].rec.path || !rec->path))
+        slot = watch_slot(r, id, rec->path, &enough);
+        if (enough)
                 return 0;
         k = candidate_now(rec, &seen);
         if (k < 0)
@@ -120,16 +128,17 @@ int ep_resolver_debug_watch_elf(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE]
                                 const char *path_hint) {
         _cleanup_(ep_symbol_file_record_done) EpSymbolFileRecord rec = {};
         EpNativeDebugInfo info;
-        int slot, k;
+        bool enough;
+        int k;
 
         k = ep_native_debug_info(elf, path_hint, &info);
         if (k < 0)
                 return k;
         if (info.outcome != EP_NATIVE_DEBUG_NONE)
                 return 0;
-        slot = ep_lru_get(r->debug_watch, id);
-        if (slot >= 0 && (r->debug_watch_slots[slot].rec.path || !info.search_path))
-                return 0; /* watched as well as it can be: no record to build */
+        (void) watch_slot(r, id, info.search_path, &enough);
+        if (enough)
+                return 0; /* watched as well as it can be: no record to build (a hot path) */
         k = ep_resolver_file_record(elf, &info, &rec);
         if (k < 0)
                 return k;

@@ -351,6 +351,7 @@ class Profiler:
         assert sym, self.output()
         count = itertools.count()
         held = {}
+        deadline = time.monotonic() + timeout  # wait_until's: the look below must not outlast it
 
         def extraction(pid):
             return (child_state(pid, sym) or ("",))[0] == "ep-extract"
@@ -385,7 +386,8 @@ class Profiler:
             mapper = subprocess.Popen([sys.executable, "-c", MAP_EXECUTABLE, str(copy)], stdout=subprocess.PIPE)
             try:
                 read_lines(mapper, 1)
-                while True:
+                states = []
+                while time.monotonic() < deadline:
                     pidfd = stop_one()
                     if pidfd is not None:
                         held.update(pidfd=pidfd, mapper=mapper)
@@ -394,6 +396,7 @@ class Profiler:
                     states = [state for path, state, *_ in self.tables(mapper.pid) or () if path == str(copy)]
                     if states and states[0] not in ("idle", "queued", "asking"):
                         return False, f"{n + 1} extractions ended before a look caught them (the last: {states[0]})"
+                return False, f"the table of copy {n + 1} was never extracted (last state: {states})"
             finally:
                 if "mapper" not in held:
                     mapper.kill()
