@@ -140,14 +140,22 @@ def uncached_copy(src, dst):
     return Path(dst)
 
 
+# A sandbox older than this is not held: the block holding it must end before the symbolizer's
+# wall-clock limit for a sandbox (300 s) ends it.
+HELD_SANDBOX_MAX_AGE = 30
+
+
 def child_state(pid, parent):
-    """(comm, state letter) of pid if it is a child of parent, else None (gone, or not one)."""
+    """(comm, state letter, seconds since it started) of pid if it is a child of parent, else
+    None (gone, or not one)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
     except OSError:
         return None
     comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 1:].split()
-    return (comm, rest[0]) if int(rest[1]) == parent else None
+    age = uptime - int(rest[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time, in ticks
+    return (comm, rest[0], age) if int(rest[1]) == parent else None
 
 
 def frame_ids(blob):
@@ -346,7 +354,13 @@ class Profiler:
         is stopped (SIGSTOP) while it runs (the copy's, or one queued before it: the worker
         takes them in order), and goes on (SIGCONT) at the end. An extraction that ends before
         a look at /proc catches it is tried again with another copy: a bigger file gives a look
-        more time."""
+        more time.
+
+        The block gets a function that raises AssertionError when the hold ended early: the
+        symbolizer ends a sandbox at its wall-clock limit (symbolizer/sandbox.c, 5 min), stopped
+        or not, so a sandbox is held only if it started less than HELD_SANDBOX_MAX_AGE ago, and
+        the block's waits must end within the rest of that limit; a wait that calls the
+        function fails at once, naming the cause, instead of waiting out its deadline."""
         sym = self.daemon_pid("ebpf-profiler-symbolizer")
         assert sym, self.output()
         count = itertools.count()
@@ -357,8 +371,9 @@ class Profiler:
             return (child_state(pid, sym) or ("",))[0] == "ep-extract"
 
         def stop_one():
-            """A sandbox of a table extraction (named ep-extract: symbolizer/sandbox.c), stopped,
-            as a pidfd; None when there is none or it ended first."""
+            """A sandbox of a table extraction (named ep-extract: symbolizer/sandbox.c) that
+            started recently, stopped, as (pid, pidfd); None when there is none or it ended
+            first."""
             for pid in (d.name for d in Path("/proc").iterdir() if d.name.isdigit()):
                 if not extraction(pid):
                     continue
@@ -376,7 +391,9 @@ class Profiler:
                     state = (child_state(pid, sym) or ("", "gone"))[1]
                     return state in ("T", "Z", "gone"), state
                 if wait_until(settled, f"sandbox {pid} stopped or ended", 30) == "T":
-                    return pidfd
+                    if (child_state(pid, sym) or ("", "", HELD_SANDBOX_MAX_AGE))[2] < HELD_SANDBOX_MAX_AGE:
+                        return pid, pidfd
+                    signal.pidfd_send_signal(pidfd, signal.SIGCONT)  # too close to its limit
                 os.close(pidfd)
             return None
 
@@ -388,9 +405,9 @@ class Profiler:
                 read_lines(mapper, 1)
                 states = []
                 while time.monotonic() < deadline:
-                    pidfd = stop_one()
-                    if pidfd is not None:
-                        held.update(pidfd=pidfd, mapper=mapper)
+                    stopped = stop_one()
+                    if stopped is not None:
+                        held.update(pid=stopped[0], pidfd=stopped[1], mapper=mapper)
                         return True, f"held after {n + 1} extractions"
                     # Not asked for yet (idle), or being asked for: a sandbox is still to be seen.
                     states = [state for path, state, *_ in self.tables(mapper.pid) or () if path == str(copy)]
@@ -403,12 +420,20 @@ class Profiler:
                     mapper.wait()
                     copy.unlink()
 
+        def still_held():
+            state = child_state(held["pid"], sym)
+            assert state and state[1] == "T", (
+                f"the held extraction (sandbox {held['pid']}) ended while held, "
+                f"{state[2] if state else 'more than'} s after it started: "
+                "the symbolizer's wall-clock limit for a sandbox is 300 s")
+
         wait_until(attempt, "an extraction of the symbolizer stopped while it ran", timeout, interval=0,
                    diagnosis=lambda: self.diagnosis())
         try:
-            yield
+            yield still_held
         finally:
-            signal.pidfd_send_signal(held["pidfd"], signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):  # it ended (still_held says why)
+                signal.pidfd_send_signal(held["pidfd"], signal.SIGCONT)
             os.close(held["pidfd"])
             held["mapper"].kill()
             held["mapper"].wait()

@@ -288,11 +288,13 @@ def test_samples_unwound_again_by_the_loader_keep_their_python_frames(session, s
     before, unwinds = python_counters(profiler), profiler.prop("Loader", "LoaderUnwinds")
     p = None
     try:
-        with profiler.table_worker_held(d, big):
+        # The waits in the block end within the hold's limit (conftest: HELD_SANDBOX_MAX_AGE).
+        with profiler.table_worker_held(d, big) as still_held:
             p = subprocess.Popen([program, "chain.py"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                  cwd=scripts, env=dict(os.environ, **env))
             read_lines(p, 1)
             profiler.wait_for_runtimes([p.pid])
+            still_held()
             rows = {path: waited for path, _, _, waited, _, _ in profiler.tables(p.pid)}
             assert rows.get(str(eval_loop_file)) is True, f"{eval_loop_file} not pending: {rows}"
             unplaced = python_counters(profiler)["unplaced"]
@@ -300,6 +302,7 @@ def test_samples_unwound_again_by_the_loader_keep_their_python_frames(session, s
             # Samples of it taken from here on carry Python frames BPF could not place, and wait
             # in the loader for the table (the other processes' tables are loaded).
             def waiting():
+                still_held()
                 now = python_counters(profiler)["unplaced"], profiler.prop("Loader", "WaitingSamples")
                 return now[0] > unplaced and now[1] > 0, f"unplaced {now[0]} (from {unplaced}), waiting samples {now[1]}"
             wait_until(waiting, f"samples of {p.pid} with unplaced Python frames waiting for {eval_loop_file}", 120,
