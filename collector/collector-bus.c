@@ -42,6 +42,7 @@ enum {
         PROP_SYMBOL_RETRIES,
         PROP_SYMBOLS_ASKED_AGAIN,
         PROP_FILES_CHANGED,
+        PROP_RING_PEER_ERRORS,
         _PROP_MAX,
 };
 
@@ -76,6 +77,7 @@ static const char *const prop_names[_PROP_MAX] = {
         [PROP_SYMBOL_RETRIES] = "SymbolRetries",
         [PROP_SYMBOLS_ASKED_AGAIN] = "SymbolsAskedAgain",
         [PROP_FILES_CHANGED] = "FilesChanged",
+        [PROP_RING_PEER_ERRORS] = "RingPeerErrors",
 };
 
 _Static_assert(_PROP_MAX <= ELEMENTSOF(((Collector *) 0)->props_sent), "props_sent too small");
@@ -152,6 +154,8 @@ static uint64_t prop_value(const Collector *c, int p) {
                 return c->sym.asked_again;
         case PROP_FILES_CHANGED:
                 return c->sym.files_changed;
+        case PROP_RING_PEER_ERRORS:
+                return collector_ring_peer_errors(c);
         default:
                 return 0;
         }
@@ -314,6 +318,7 @@ static const sd_bus_vtable collector_vtable[] = {
         COUNTER("SymbolRetries"),
         COUNTER("SymbolsAskedAgain"),
         COUNTER("FilesChanged"),
+        COUNTER("RingPeerErrors"),
         SD_BUS_PROPERTY("LastError", "s", get_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("StoreSchemaVersion", "u", get_property, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         COUNTER("StoreBytes"),

@@ -76,6 +76,17 @@ void collector_set_error(Collector *c, const char *format, ...) {
                 c->last_error_gen++;
 }
 
+EpRing *collector_ring_release(Collector *c, EpRing *ring) {
+        if (ring)
+                c->ring_peer_errors += ep_ring_peer_errors(ring);
+        return ep_ring_free(ring);
+}
+
+uint64_t collector_ring_peer_errors(const Collector *c) {
+        return c->ring_peer_errors + (c->export_ring ? ep_ring_peer_errors(c->export_ring) : 0) +
+               (c->sym.req ? ep_ring_peer_errors(c->sym.req) : 0);
+}
+
 int collector_drain_ring(Collector *c, EpRing *ring, collector_apply_t apply, unsigned *ret_n,
                          bool *ret_oom) {
         *ret_n = 0;

@@ -126,6 +126,7 @@ typedef struct Collector {
         uint64_t table_restarts; /* the frame and stack tables started over */
         uint64_t samples_written;
         uint64_t export_drops;
+        uint64_t ring_peer_errors; /* of the rings we produce into and let go of (RingPeerErrors) */
         uint64_t exported_unnamed_frames; /* handed over while their symbols were pending */
         uint64_t store_errors;
         uint32_t pending_symbols; /* frames queued, requested or waiting for a retry */
@@ -156,6 +157,11 @@ typedef int (*collector_apply_t)(Collector *c, uint16_t type, const void *payloa
  * dropped. ret_n: how many records were read; ret_oom: whether apply() ran out of memory.
  * Returns 0, or the ring's error when it is corrupt (counted in decode_errors; the caller
  * replaces the ring). */
+/* Frees a ring we produce into (the export ring, the symbolizer's request ring), keeping its
+ * count of impossible positions its consumer wrote; returns NULL. */
+EpRing *collector_ring_release(Collector *c, EpRing *ring);
+/* RingPeerErrors: those counts, of the rings let go of and of the current ones. */
+uint64_t collector_ring_peer_errors(const Collector *c);
 int collector_drain_ring(Collector *c, EpRing *ring, collector_apply_t apply, unsigned *ret_n,
                          bool *ret_oom);
 

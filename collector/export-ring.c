@@ -54,7 +54,7 @@ int collector_export_open(Collector *c, int *ret_memfd, int *ret_eventfd) {
                 return log_error_errno(r, "Cannot create the export ring: %m");
         if (c->export_ring)
                 log_info("Replacing the export ring (a new exporter attached).");
-        ep_ring_free(c->export_ring);
+        collector_ring_release(c, c->export_ring);
         c->export_ring = TAKE_PTR(ring);
         *ret_memfd = ep_ring_memfd(c->export_ring);
         *ret_eventfd = ep_ring_eventfd(c->export_ring);
@@ -65,7 +65,7 @@ int collector_export_open(Collector *c, int *ret_memfd, int *ret_eventfd) {
 void collector_export_close(Collector *c) {
         if (!c->export_ring)
                 return;
-        c->export_ring = ep_ring_free(c->export_ring);
+        c->export_ring = collector_ring_release(c, c->export_ring);
         log_info("Exporter detached.");
 }
 
@@ -221,7 +221,7 @@ static void export_dropped(Collector *c, const char *why) {
 
 int collector_export(Collector *c, Interval *iv, const IntervalRefs *refs, uint64_t interval_id) {
         _cleanup_(group_done) Group g = {};
-        size_t used, size, max_record;
+        size_t room, max_record;
         int r;
 
         if (!c->export_ring || iv->n_samples == 0)
@@ -240,11 +240,10 @@ int collector_export(Collector *c, Interval *iv, const IntervalRefs *refs, uint6
                 return -E2BIG;
         }
 
-        /* Room for every record plus one wrap-around padding. bytes_used only shrinks while
-         * we look (the exporter consumes), so this is conservative. */
-        size = ep_ring_data_size(c->export_ring);
-        used = ep_ring_bytes_used(c->export_ring);
-        if (used > size || g.ring_bytes + sizeof(EpRingRecord) + ALIGN8(g.max_len) > size - used) {
+        /* Room for every record plus one wrap-around padding. The room only grows while we
+         * look (the exporter consumes), so this is conservative. */
+        room = ep_ring_room(c->export_ring);
+        if (g.ring_bytes + sizeof(EpRingRecord) + ALIGN8(g.max_len) > room) {
                 export_dropped(c, "the export ring is full (exporter not keeping up)");
                 return -ENOBUFS;
         }

@@ -23,9 +23,8 @@
  * for room first. Worst case the record needs wrap padding smaller than itself. */
 static bool ring_has_room(EpRing *r, size_t len) {
         size_t total = sizeof(EpRingRecord) + ALIGN8(len);
-        size_t used = ep_ring_bytes_used(r), size = ep_ring_data_size(r);
 
-        return used <= size && size - used >= 2 * total;
+        return ep_ring_room(r) >= 2 * total;
 }
 
 int collector_sym_queue_frame(Collector *c, uint32_t idx) {
@@ -458,7 +457,7 @@ void collector_sym_detach(Collector *c) {
         bool was = collector_sym_attached(c);
 
         c->sym.resp_io = sd_event_source_disable_unref(c->sym.resp_io);
-        c->sym.req = ep_ring_free(c->sym.req);
+        c->sym.req = collector_ring_release(c, c->sym.req);
         c->sym.resp = ep_ring_free(c->sym.resp);
         if (collector_sym_requeue(c) < 0)
                 log_error("Out of memory re-queueing symbol requests.");

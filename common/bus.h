@@ -19,3 +19,8 @@
 #define EP_BUS_EXPORTER "org.ebpfprofiler.Exporter1"
 #define EP_PATH_EXPORTER "/org/ebpfprofiler/Exporter1"
 #define EP_IFACE_EXPORTER "org.ebpfprofiler.Exporter1"
+
+/* Errors a daemon answers that its callers tell apart (docs/dbus.md, "Errors"). */
+#define EP_ERROR_NO_SUCH_FILE "org.ebpfprofiler.Error.NoSuchFile" /* the file or process is gone */
+#define EP_ERROR_NO_RUNTIME "org.ebpfprofiler.Error.NoRuntime"    /* the process runs no runtime we walk */
+#define EP_ERROR_NOT_YET "org.ebpfprofiler.Error.NotYet"          /* not known yet: ask again later */

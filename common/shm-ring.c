@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/falloc.h>
 #include <stdatomic.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "log.h"
 #include "shm-ring.h"
 
 #define RING_MAGIC 0x31525045u /* "EPR1" */
@@ -34,6 +36,8 @@ struct EpRing {
         RingShared *shared;
         uint8_t *data;
         size_t map_size, data_size;
+        uint64_t head;         /* producer: its own head; the shared one is only written */
+        uint64_t tail_seen;    /* producer: the last tail that was valid (tails only grow) */
         uint64_t pending_head; /* producer: end of the reserved record */
         uint64_t pending_tail; /* consumer: end of the peeked record */
         uint64_t released;     /* producer: the pages of positions before this were given back */
@@ -42,6 +46,7 @@ struct EpRing {
         size_t window;         /* producer: the first bytes of the data area, never given back */
         uint8_t *dirty;        /* producer: a bit per chunk written since it was given back */
         bool release_failed;   /* producer: the memfd cannot punch holes; keep everything */
+        uint64_t peer_errors;  /* producer: impossible tails the consumer wrote */
 };
 
 /* The producer's side of giving pages back: chunks of 256 KiB (a quarter of a small ring), the
@@ -165,8 +170,12 @@ int ep_ring_attach(int memfd, int eventfd_, EpRing **ret) {
             r->shared->data_size != r->data_size || (r->data_size & (r->data_size - 1)) != 0)
                 return -EBADMSG;
 
-        r->pending_head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
-        r->pending_tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+        r->head = r->pending_head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
+        r->tail_seen = r->pending_tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+        /* Whichever side this is, the positions it starts from are the peer's: checked once
+         * here, a producer keeps its own head from now on (peer_tail()). */
+        if ((r->head & 7) || (r->tail_seen & 7) || r->head - r->tail_seen > r->data_size)
+                return -EBADMSG;
         r->released = r->pending_tail;
         r_ = release_setup(r, true);
         if (r_ < 0)
@@ -202,6 +211,29 @@ size_t ep_ring_max_record(const EpRing *r) {
 
 static void count_drop(EpRing *r) {
         atomic_fetch_add_explicit(&r->shared->records_dropped, 1, memory_order_relaxed);
+}
+
+/* The consumer's tail, as the producer may use it: 8-aligned, not before the last one seen,
+ * not past the producer's own head. Anything else is an impossible position the consumer
+ * wrote (a bug or an attack: the consumer side is the less privileged one): counted, logged
+ * once, and the ring taken as full until a consumer takes it over again (ep_ring_reset()).
+ * The consumer is woken: one that reads the ring finds it broken and asks for it again.
+ * Without the check, a tail beyond head made the release loop run for 2^64 bytes and a tail
+ * far behind let records overwrite unread ones. */
+static bool peer_tail(EpRing *r, uint64_t *ret) {
+        uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+
+        if ((tail & 7) || tail < r->tail_seen || tail > r->head) {
+                if (r->peer_errors++ == 0)
+                        log_warning("The consumer of ring %d wrote an impossible read position (%" PRIu64
+                                    ", written up to %" PRIu64 "): nothing more is written to it until a "
+                                    "consumer takes it over.", r->memfd, tail, r->head);
+                (void) ep_ring_notify(r);
+                return false;
+        }
+        r->tail_seen = tail;
+        *ret = tail;
+        return true;
 }
 
 /* Gives the pages of consumed records back to the kernel (a hole punched in the memfd), so a
@@ -251,8 +283,11 @@ void *ep_ring_reserve(EpRing *r, uint16_t type, uint32_t len) {
                 return NULL;
         }
         total = REC_HDR + ALIGN8((uint64_t) len);
-        head = atomic_load_explicit(&r->shared->head, memory_order_relaxed);
-        tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+        head = r->head;
+        if (!peer_tail(r, &tail)) {
+                count_drop(r);
+                return NULL;
+        }
         release_consumed(r, head, tail);
         off = head & (r->data_size - 1);
         contiguous = r->data_size - off;
@@ -269,13 +304,14 @@ void *ep_ring_reserve(EpRing *r, uint16_t type, uint32_t len) {
 
                 write_padding(r, off);
                 head += contiguous;
+                r->head = head;
                 atomic_store_explicit(&r->shared->head, head, memory_order_release);
                 (void) atomic_compare_exchange_strong_explicit(&r->shared->tail, &expected, head,
                                                                memory_order_acq_rel, memory_order_relaxed);
-                tail = head;
+                tail = r->tail_seen = head;
                 off = 0;
         }
-        if (head - tail > r->data_size || head + pad + total - tail > r->data_size) {
+        if (head + pad + total - tail > r->data_size) {
                 count_drop(r);
                 return NULL;
         }
@@ -292,7 +328,8 @@ void *ep_ring_reserve(EpRing *r, uint16_t type, uint32_t len) {
 }
 
 void ep_ring_commit(EpRing *r) {
-        atomic_store_explicit(&r->shared->head, r->pending_head, memory_order_release);
+        r->head = r->pending_head;
+        atomic_store_explicit(&r->shared->head, r->head, memory_order_release);
         atomic_fetch_add_explicit(&r->shared->records_written, 1, memory_order_relaxed);
 }
 
@@ -373,10 +410,11 @@ void ep_ring_consume(EpRing *r) {
 }
 
 uint64_t ep_ring_reset(EpRing *r) {
-        uint64_t head = atomic_load_explicit(&r->shared->head, memory_order_acquire);
-        uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
+        uint64_t head = r->head, tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire);
         uint64_t n = 0;
 
+        /* The shared head too: the last consumer may have written it. */
+        atomic_store_explicit(&r->shared->head, head, memory_order_release);
         while (tail != head) {
                 EpRingRecord h;
                 uint64_t total;
@@ -387,6 +425,7 @@ uint64_t ep_ring_reset(EpRing *r) {
                 tail += total;
         }
         atomic_store_explicit(&r->shared->tail, head, memory_order_release);
+        r->tail_seen = head;
         atomic_fetch_add_explicit(&r->shared->records_dropped, n, memory_order_relaxed);
         return n;
 }
@@ -394,12 +433,23 @@ uint64_t ep_ring_reset(EpRing *r) {
 uint64_t ep_ring_records_written(const EpRing *r) {
         return atomic_load_explicit(&r->shared->records_written, memory_order_relaxed);
 }
+uint64_t ep_ring_peer_errors(const EpRing *r) {
+        return r->peer_errors;
+}
 uint64_t ep_ring_released_bytes(const EpRing *r) {
         return r->released_bytes;
 }
 uint64_t ep_ring_records_dropped(const EpRing *r) {
         return atomic_load_explicit(&r->shared->records_dropped, memory_order_relaxed);
 }
+size_t ep_ring_room(EpRing *r) {
+        uint64_t tail;
+
+        if (!peer_tail(r, &tail))
+                return 0;
+        return r->data_size - (size_t) (r->head - tail);
+}
+
 size_t ep_ring_bytes_used(const EpRing *r) {
         uint64_t tail = atomic_load_explicit(&r->shared->tail, memory_order_acquire); /* see peek */
         uint64_t head = atomic_load_explicit(&r->shared->head, memory_order_acquire);

@@ -5,8 +5,10 @@
  * eventfd to wake the consumer. One process creates it (ep_ring_create) and hands the two
  * descriptors to the peer over D-Bus ('h'); the peer maps them (ep_ring_attach). Positions live
  * in the shared header, so a consumer that restarts and re-attaches continues where the last
- * one stopped. Nothing read from the shared area is trusted: a corrupt record length makes the
- * consumer report -EBADMSG instead of reading out of bounds. */
+ * one stopped. Nothing read from the shared area is trusted, whichever side is the less
+ * privileged one: a corrupt record length makes the consumer report -EBADMSG instead of
+ * reading out of bounds; the producer keeps its own head (the shared one is only written) and
+ * checks every tail it reads (ep_ring_peer_errors()). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,6 +45,9 @@ size_t ep_ring_max_record(const EpRing *r);
 void *ep_ring_reserve(EpRing *r, uint16_t type, uint32_t len);
 void ep_ring_commit(EpRing *r);
 int ep_ring_push(EpRing *r, uint16_t type, const void *data, uint32_t len);
+/* Producer: bytes free for records (padding included), from its own head and a checked tail:
+ * 0 when the consumer wrote an impossible one (counted, ep_ring_peer_errors()). */
+size_t ep_ring_room(EpRing *r);
 int ep_ring_notify(EpRing *r);
 
 /* Consumer side. peek returns 1 and the next record, 0 when the ring is empty, or -EBADMSG
@@ -61,6 +66,8 @@ uint64_t ep_ring_reset(EpRing *r);
 uint64_t ep_ring_records_written(const EpRing *r);
 uint64_t ep_ring_records_dropped(const EpRing *r);
 size_t ep_ring_bytes_used(const EpRing *r);
+/* Producer: impossible read positions its consumer wrote (records are dropped meanwhile). */
+uint64_t ep_ring_peer_errors(const EpRing *r);
 /* Producer: bytes of consumed pages it gave back to the kernel (each costs a fault and a
  * zeroed page when written again). */
 uint64_t ep_ring_released_bytes(const EpRing *r);

@@ -7,7 +7,6 @@
 #include "loader-client.h"
 #include "log.h"
 
-#define ERROR_NO_SUCH_FILE "org.ebpfprofiler.Error.NoSuchFile"
 
 struct EpLoaderClient {
         EpDaemon *daemon;
@@ -56,8 +55,10 @@ bool ep_loader_client_present(const EpLoaderClient *c) {
 }
 
 static int map_error(const sd_bus_error *e, int r) {
-        if (sd_bus_error_has_name(e, ERROR_NO_SUCH_FILE))
+        if (sd_bus_error_has_name(e, EP_ERROR_NO_SUCH_FILE))
                 return -ENOENT;
+        if (sd_bus_error_has_name(e, EP_ERROR_NO_RUNTIME))
+                return -ENOMEDIUM;
         if (sd_bus_error_has_name(e, SD_BUS_ERROR_ACCESS_DENIED))
                 return -EPERM;
         if (sd_bus_error_has_names(e, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER,
@@ -185,7 +186,7 @@ int ep_loader_client_open_process_memory(EpLoaderClient *c, uint32_t pid, char *
         sd_bus_message_unref(m);
         if (r < 0) {
                 int e = map_error(&error, r);
-                if (e != -ENOENT)
+                if (e != -ENOENT && e != -ENOMEDIUM)
                         log_debug_errno(r, "Loader call OpenProcessMemory failed: %s", error.message ?: "");
                 return e;
         }

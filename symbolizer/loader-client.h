@@ -30,9 +30,11 @@ int ep_loader_client_open_kallsyms(EpLoaderClient *c);
 int ep_loader_client_open_kernel_modules(EpLoaderClient *c);
 int ep_loader_client_open_perf_map(EpLoaderClient *c, uint32_t pid);
 /* Loader1.OpenProcessMemory(u pid) → (h mem, s runtime, u runtime_version): /proc/PID/mem
- * read-only, and the runtime the loader detected ("cpython", major << 8 | minor; "" and 0 for
- * none), copied into runtime (runtime_size bytes, NUL-terminated). -ENXIO also when the
- * loader predates the method. */
+ * read-only, and the runtime the loader detected ("cpython", major << 8 | minor), copied into
+ * runtime (runtime_size bytes, NUL-terminated). The loader answers only for a process that
+ * runs a runtime: -ENOMEDIUM when it runs none, -ENOENT when it is gone, -EAGAIN while the
+ * loader does not know yet (a passing failure), -EPERM when it refuses (one of the profiler's
+ * daemons, not dumpable). -ENXIO also when the loader predates the method. */
 int ep_loader_client_open_process_memory(EpLoaderClient *c, uint32_t pid, char *runtime, size_t runtime_size,
                                          uint32_t *ret_version);
 /* Loader1.ListBpfPrograms: the loaded BPF functions with their extents, at most

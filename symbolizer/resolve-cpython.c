@@ -7,19 +7,22 @@
  * Per process (pid + start time, an LRU of EP_PY_MAX_PROCESSES): the descriptor of
  * /proc/PID/mem and the CPython version from Loader1.OpenProcessMemory, the layout of that
  * version, and the addresses of the types "code", "str" and "bytes" once seen. A process the
- * loader did not find CPython in (yet), or that is gone, is remembered for
- * EP_PY_MISSING_RETRY_NS and answered NO_FILE; a version without layout BAD_FILE; a loader
- * that did not answer (away, timed out) RETRY, remembered for nothing.
+ * loader says runs no runtime (it hands out the memory of no other: unwinder-loader/
+ * process-memory.c), or that is gone, is remembered for EP_PY_MISSING_RETRY_NS and answered
+ * NO_FILE; a version without layout BAD_FILE; a loader that did not answer (away, timed out)
+ * or does not know yet what the process runs, RETRY, remembered for nothing.
  *
  * All of that belongs to one image of the process: an exec keeps the pid and the start time
  * but brings another program, maybe another CPython or none. The descriptor tells: it reads
  * the address space it was opened on, and once that is gone (exit or exec) every read of it
  * returns 0 bytes, where an unmapped address of a live one fails with EIO (image_gone()).
- * So a descriptor is kept whatever the loader answered, a read that fails asks whether its
- * image is gone, so does every request while the process is not CPython, and a gone image
+ * So a descriptor is kept whatever runtime the loader named, a read that fails asks whether
+ * its image is gone, so does every request while the process is not CPython, and a gone image
  * drops the process's code objects and asks the loader again at once: the new image's frames
- * are read with its own version's layout. A frame of the old image asked after the exec is
- * read in the new one (requests carry no image): NOT_FOUND, as a code object gone.
+ * are read with its own version's layout. A process that runs no runtime has no descriptor: an
+ * exec of it back into CPython within EP_PY_MISSING_RETRY_NS is seen when that ends. A frame
+ * of the old image asked after the exec is read in the new one (requests carry no image):
+ * NOT_FOUND, as a code object gone.
  *
  * Code objects (an LRU of EP_PY_MAX_CODES within EP_PY_CODE_BUDGET bytes, keyed by process and
  * address): names and the decoded line table. A code object can be freed and its memory
@@ -430,7 +433,7 @@ static int open_process(EpResolver *r, ResolverPython *py, PyProcess *p, const P
         if (fd < 0) {
                 if (ep_error_passing(fd))
                         return fd; /* not remembered: asked again with the next request */
-                if (fd != -ENOENT && fd != -ESRCH)
+                if (fd != -ENOENT && fd != -ESRCH && fd != -ENOMEDIUM)
                         ep_sym_stats_error(r->stats, "memory of process %" PRIu32 ": %s", key->pid, strerror(-fd));
                 p->state = PROC_MISSING;
                 py->stats.not_python++;

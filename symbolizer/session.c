@@ -117,8 +117,7 @@ static int try_push(EpSession *s, uint16_t type, const void *data, uint32_t len)
                 return -E2BIG;
         /* Look before reserving: a failed reserve counts as a drop in the shared header,
          * and this is only a delay. */
-        if (ep_ring_bytes_used(s->resp) + sizeof(EpRingRecord) + ALIGN8((size_t) len) >
-            ep_ring_data_size(s->resp))
+        if (sizeof(EpRingRecord) + ALIGN8((size_t) len) > ep_ring_room(s->resp))
                 return -ENOBUFS;
 
         void *p = ep_ring_reserve(s->resp, type, len);

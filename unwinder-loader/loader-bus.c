@@ -18,7 +18,6 @@
 #include "native-unwind.h"
 #include "stop-reason.h"
 
-#define ERROR_NO_SUCH_FILE "org.ebpfprofiler.Error.NoSuchFile"
 
 /* How each caller was found (EP_UNWIND_STEP_*), property UnwindSteps. */
 static const char *const step_names[_EP_UNWIND_STEP_MAX] = {
@@ -131,7 +130,7 @@ static int method_open_file(sd_bus_message *m, void *userdata, sd_bus_error *err
         key = ep_proc_table_find_file_id(l->procs, id);
         fd = key ? ep_proc_table_open_file(l->procs, key) : -ENOENT;
         if (fd == -ENOENT)
-                return sd_bus_error_setf(error, ERROR_NO_SUCH_FILE,
+                return sd_bus_error_setf(error, EP_ERROR_NO_SUCH_FILE,
                                          "No running process maps a file with ID %s any more.", hex);
         if (fd < 0) /* out of descriptors or memory: the caller asks again */
                 return sd_bus_error_set_errnof(error, fd, "Cannot open the file with ID %s now: %m", hex);
@@ -152,7 +151,7 @@ static int reply_proc_file(sd_bus_message *m, void *userdata, sd_bus_error *erro
                 return r;
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0 && errno == ENOENT && no_file_message)
-                return sd_bus_error_set(error, ERROR_NO_SUCH_FILE, no_file_message);
+                return sd_bus_error_set(error, EP_ERROR_NO_SUCH_FILE, no_file_message);
         if (fd < 0)
                 return sd_bus_error_set_errnof(error, errno, "Cannot open %s: %m", path);
         return sd_bus_reply_method_return(m, "h", fd);
@@ -271,7 +270,7 @@ static int method_open_perf_map(sd_bus_message *m, void *userdata, sd_bus_error 
                 return r;
         fd = ep_open_perf_map((pid_t) pid);
         if (fd == -ENOENT || fd == -ESRCH)
-                return sd_bus_error_setf(error, ERROR_NO_SUCH_FILE, "Process %" PRIu32 " has no perf map.", pid);
+                return sd_bus_error_setf(error, EP_ERROR_NO_SUCH_FILE, "Process %" PRIu32 " has no perf map.", pid);
         if (fd == -EPERM)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
                                          "The perf map of process %" PRIu32 " is not a regular file owned by "
@@ -282,14 +281,30 @@ static int method_open_perf_map(sd_bus_message *m, void *userdata, sd_bus_error 
         return sd_bus_reply_method_return(m, "h", fd);
 }
 
-/* A read-only descriptor of the process's memory (for the symbolizer to read CPython code
- * objects), and the runtime the loader found in it. */
+/* The pids of the other daemons of the profiler, as the bus knows the owners of their names. */
+static size_t our_daemons(sd_bus *bus, pid_t ret[static 3]) {
+        static const char *const names[] = { EP_BUS_SYMBOLIZER, EP_BUS_COLLECTOR, EP_BUS_EXPORTER };
+        size_t n = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+                pid_t pid;
+
+                if (sd_bus_get_name_creds(bus, names[i], SD_BUS_CREDS_PID, &creds) >= 0 &&
+                    sd_bus_creds_get_pid(creds, &pid) >= 0)
+                        ret[n++] = pid;
+        }
+        return n;
+}
+
+/* A read-only descriptor of a process's memory (for the symbolizer to read a runtime's
+ * objects), and the runtime the loader found in it; refused for any other process
+ * (process-memory.c). */
 static int method_open_process_memory(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         Loader *l = userdata;
-        _cleanup_close_ int fd = -EBADF;
-        char path[64];
+        LoaderProcessMemory mem;
+        pid_t ours[3];
         uint32_t pid;
-        EpProcess *p;
         int r;
 
         r = check_symbolizer(m, userdata, error, "open process memory");
@@ -298,32 +313,27 @@ static int method_open_process_memory(sd_bus_message *m, void *userdata, sd_bus_
         r = read_pid(m, error, &pid);
         if (r < 0)
                 return r;
-        snprintf(path, sizeof path, "/proc/%" PRIu32 "/mem", pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0 && (errno == ENOENT || errno == ESRCH))
-                return sd_bus_error_setf(error, ERROR_NO_SUCH_FILE, "There is no process %" PRIu32 ".", pid);
-        if (fd < 0)
-                return sd_bus_error_set_errnof(error, errno, "Cannot open %s: %m", path);
-
-        /* The runtime answered must be that of the image fd reads: an exec keeps the pid,
-         * and its event may still be in the ring. So the mappings are read after the open:
-         * they are fd's image's, or a later image's, whose exec left fd reading nothing (the
-         * symbolizer then asks again). A process no sample brought yet is looked at now. */
-        p = ep_proc_table_get(l->procs, (pid_t) pid);
-        if (p && !p->exit_boot_ns) {
-                if (ep_process_refresh(l->procs, p) > 0)
-                        p->announced_gen = 0;
-                loader_track_process(l, p);
-        } else if (!p && ep_proc_table_add(l->procs, (pid_t) pid, &p) >= 0) {
-                if (p->n_mappings == 0) {
-                        ep_proc_table_remove(l->procs, (pid_t) pid);
-                        p = NULL;
-                } else
-                        loader_track_process(l, p);
+        r = loader_open_process_memory(l, (pid_t) pid, ours, our_daemons(sd_bus_message_get_bus(m), ours), &mem);
+        switch (r) {
+        case 0: {
+                _cleanup_close_ int fd = mem.fd;
+                return sd_bus_reply_method_return(m, "hsu", fd, mem.runtime->name, (uint32_t) mem.runtime_version);
         }
-        if (p && p->runtime && !p->exit_boot_ns)
-                return sd_bus_reply_method_return(m, "hsu", fd, p->runtime->name, (uint32_t) p->runtime_version);
-        return sd_bus_reply_method_return(m, "hsu", fd, "", (uint32_t) 0);
+        case -ESRCH:
+                return sd_bus_error_setf(error, EP_ERROR_NO_SUCH_FILE, "There is no process %" PRIu32 ".", pid);
+        case -EAGAIN:
+                return sd_bus_error_setf(error, EP_ERROR_NOT_YET, "What process %" PRIu32 " runs is not known yet.",
+                                         pid);
+        case -ENOMEDIUM:
+                return sd_bus_error_setf(error, EP_ERROR_NO_RUNTIME, "Process %" PRIu32 " runs no runtime.", pid);
+        case -EPERM:
+                l->memory_refusals++;
+                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                         "The memory of process %" PRIu32 " is not the symbolizer's to read: "
+                                         "a daemon of the profiler, or not dumpable.", pid);
+        default:
+                return sd_bus_error_set_errnof(error, r, "Cannot open the memory of process %" PRIu32 ": %m", pid);
+        }
 }
 
 static int method_set_frequency(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -363,6 +373,10 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "u", ep_bpf_n_cpus(l->bpf));
         if (streq(property, "RingFullDrops"))
                 return sd_bus_message_append(reply, "t", ep_ring_records_dropped(l->ring));
+        if (streq(property, "MemoryRefusals"))
+                return sd_bus_message_append(reply, "t", l->memory_refusals);
+        if (streq(property, "RingPeerErrors"))
+                return sd_bus_message_append(reply, "t", ep_ring_peer_errors(l->ring));
         if (streq(property, "TracesSent"))
                 return sd_bus_message_append(reply, "t", l->traces_sent);
         if (streq(property, "Processes"))
@@ -478,6 +492,8 @@ static const sd_bus_vtable loader_vtable[] = {
         SD_BUS_PROPERTY("Samples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LostSamples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("RingFullDrops", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("RingPeerErrors", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("MemoryRefusals", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("TracesSent", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("UnwindStops", "a{st}", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Processes", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -523,7 +539,7 @@ void loader_bus_emit_changes(Loader *l) {
         static const char *const groups[][7] = {
                 { "Samples" },
                 { "LostSamples" },
-                { "RingFullDrops" },
+                { "RingFullDrops", "RingPeerErrors", "MemoryRefusals" },
                 { "TracesSent" },
                 { "UnwindStops" },
                 { "Processes", "Files" },
@@ -548,7 +564,8 @@ void loader_bus_emit_changes(Loader *l) {
         ep_tables_stats(l->tables, &ts);
         now[0] = c[EP_BPF_CNT_SAMPLES];
         now[1] = c[EP_BPF_CNT_RINGBUF_FULL];
-        now[2] = ep_ring_records_dropped(l->ring);
+        now[2] = hash_values((const uint64_t[]) { ep_ring_records_dropped(l->ring), ep_ring_peer_errors(l->ring),
+                                                  l->memory_refusals }, 3);
         now[3] = l->traces_sent;
         now[4] = hash_values(c + EP_BPF_CNT_STOP_BASE, _EP_STOP_MAX);
         now[5] = hash_values((const uint64_t[]) { ep_proc_table_n_processes(l->procs),

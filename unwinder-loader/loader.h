@@ -40,6 +40,7 @@ typedef struct Loader {
          * besides root may ask for the descriptors each of them needs. */
         const char *symbolizer_user, *collector_user;
         uid_t symbolizer_uid, collector_uid;
+        uint64_t memory_refusals; /* OpenProcessMemory calls refused: a daemon of ours, not dumpable */
 
         /* BPF side */
         EpBpf *bpf;
@@ -128,6 +129,20 @@ void loader_sweep_processes(Loader *l);
 /* Called when a new consumer took the ring: everything must be announced again. */
 void loader_ring_reset(Loader *l);
 
+/* process-memory.c: Loader1.OpenProcessMemory's decision. */
+typedef struct LoaderProcessMemory {
+        int fd; /* /proc/PID/mem, read-only */
+        const struct LoaderRuntime *runtime;
+        uint16_t runtime_version;
+} LoaderProcessMemory;
+
+/* The memory of process pid, for the symbolizer to read a runtime's objects: only of a
+ * process that runs a runtime the loader walks, never of the loader, of ours (the other
+ * daemons of the profiler) or of a process that is not dumpable. -ESRCH: no such process (or
+ * the id of a thread); -EAGAIN: what it runs is not known yet; -ENOMEDIUM: it runs no
+ * runtime; -EPERM: refused. */
+int loader_open_process_memory(Loader *l, pid_t pid, const pid_t *ours, size_t n_ours, LoaderProcessMemory *ret);
+
 /* process-tracker.c: the BPF side's view of processes (proc_mappings) and the table
  * references of the files they map. */
 /* Writes p's file mappings to BPF when they changed since the last write. */
@@ -165,6 +180,9 @@ typedef struct LoaderRuntime {
         /* p runs it and is forgotten or dead: deletes its BPF entry when delete_bpf_entry (not
          * when the BPF side's exit hook removed it already). */
         void (*untrack)(Loader *l, EpProcess *p, bool delete_bpf_entry);
+        /* whether p may run it but that is not known yet: a file of p was asked about (the
+         * symbolizer's DetectRuntime) and the answer has not come */
+        bool (*detecting)(Loader *l, const EpProcess *p);
         /* pc (a native frame's lookup address) is in one of p's interpreter loops */
         bool (*is_interp_loop)(Loader *l, const EpProcess *p, uint64_t pc);
         /* the trace address of a frame BPF sent as two slots: an address, then a signed offset */
@@ -181,6 +199,9 @@ extern const LoaderRuntime loader_runtime_cpython; /* runtime-cpython.c */
 void loader_runtimes_track(Loader *l, EpProcess *p);
 void loader_runtimes_untrack(Loader *l, EpProcess *p, bool delete_bpf_entry);
 bool loader_runtimes_is_interp_loop(Loader *l, const EpProcess *p, uint64_t pc);
+/* Whether what p runs is still being found out: its mappings are not written to BPF yet, or a
+ * runtime waits for an answer about one of its files. */
+bool loader_runtimes_detecting(Loader *l, const EpProcess *p);
 /* The runtime whose counters are that property, or NULL. */
 const LoaderRuntime *loader_runtime_by_counters(const char *property);
 /* A hash of every runtime's counters, to tell when they changed. */

@@ -104,6 +104,48 @@ int ep_parse_stat_starttime(const char *stat, uint64_t *ret_ticks) {
         return 0;
 }
 
+/* The value of the line "name:\t..." of /proc/PID/status text, or NULL. */
+static const char *status_field(const char *status, const char *name) {
+        size_t n = strlen(name);
+        const char *line = status;
+
+        while (line) {
+                if (strncmp(line, name, n) == 0 && line[n] == ':')
+                        return line + n + 1;
+                line = strchr(line, '\n');
+                if (line)
+                        line++;
+        }
+        return NULL;
+}
+
+static int parse_id(const char **p, int64_t *ret) {
+        char *end;
+
+        while (**p == ' ' || **p == '\t')
+                (*p)++;
+        if (!isdigit((unsigned char) **p))
+                return -EINVAL;
+        errno = 0;
+        unsigned long long v = strtoull(*p, &end, 10);
+        if (errno || v > INT64_MAX || (*end != ' ' && *end != '\t' && *end != '\n' && *end != 0))
+                return -EINVAL;
+        *p = end;
+        *ret = (int64_t) v;
+        return 0;
+}
+
+int ep_parse_status_ids(const char *status, EpStatusIds *ret) {
+        const char *tgid = status_field(status, "Tgid"), *uid = status_field(status, "Uid");
+        EpStatusIds ids;
+
+        if (!tgid || !uid || parse_id(&tgid, &ids.tgid) < 0 || parse_id(&uid, &ids.uid) < 0 ||
+            parse_id(&uid, &ids.euid) < 0)
+                return -EINVAL;
+        *ret = ids;
+        return 0;
+}
+
 void ep_parse_container_id(const char *cgroup, char ret[65]) {
         const char *best = NULL;
         size_t run = 0;

@@ -30,6 +30,16 @@ bool ep_maps_line_is_file(const EpMapsLine *m);
  * spaces and parentheses, so fields are counted from the last ')'. */
 int ep_parse_stat_starttime(const char *stat, uint64_t *ret_ticks);
 
+/* What /proc/PID/status says of a task's identity. */
+typedef struct EpStatusIds {
+        int64_t tgid;         /* its process (thread group) */
+        int64_t uid, euid;    /* real and effective user, as seen from our user namespace */
+} EpStatusIds;
+
+/* /proc/PID/status: the "Tgid:" and "Uid:" lines (-EINVAL when either is missing or
+ * malformed). */
+int ep_parse_status_ids(const char *status, EpStatusIds *ret);
+
 /* /proc/PID/cgroup: the container ID, i.e. the last run of exactly 64 hex digits in a cgroup
  * path (docker-<id>.scope, /docker/<id>, cri-containerd-<id>.scope, /kubepods/.../<id>).
  * ret is "" when there is none. */

@@ -165,6 +165,16 @@ static bool cpython_is_eval_loop(Loader *l, const EpProcess *p, uint64_t pc) {
         return pf && pf->state == PY_FILE_RUNTIME && ep_py_facts_in_eval_loop(&pf->facts, m->start, m->pgoff, pc);
 }
 
+static bool cpython_detecting(Loader *l, const EpProcess *p) {
+        for (size_t i = 0; i < p->n_mappings; i++) {
+                const PyFile *pf = p->mappings[i].file_key ? examined_file(l, p->mappings[i].file_key) : NULL;
+
+                if (pf && pf->state == PY_FILE_ASKING)
+                        return true;
+        }
+        return false;
+}
+
 static uint16_t cpython_track(Loader *l, EpProcess *p, bool had_entry) {
         uint32_t pid = (uint32_t) p->pid;
         struct ep_bpf_py_proc e;
@@ -253,6 +263,7 @@ const LoaderRuntime loader_runtime_cpython = {
         .frame_kind = EP_FRAME_CPYTHON,
         .track = cpython_track,
         .untrack = cpython_untrack,
+        .detecting = cpython_detecting,
         .is_interp_loop = cpython_is_eval_loop,
         .frame_addr = cpython_frame_addr,
         .counters = cpython_counters,

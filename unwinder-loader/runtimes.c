@@ -40,6 +40,15 @@ bool loader_runtimes_is_interp_loop(Loader *l, const EpProcess *p, uint64_t pc) 
         return p->runtime && p->runtime->is_interp_loop(l, p, pc);
 }
 
+bool loader_runtimes_detecting(Loader *l, const EpProcess *p) {
+        if (p->synced_gen != p->maps_gen)
+                return true; /* tracked once they are written (loader_track_process()) */
+        for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
+                if (runtimes[i]->detecting(l, p))
+                        return true;
+        return false;
+}
+
 const LoaderRuntime *loader_runtime_by_counters(const char *property) {
         for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
                 if (streq(runtimes[i]->counters_property, property))

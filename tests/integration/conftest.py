@@ -328,12 +328,22 @@ class Profiler:
         wait_until(lambda: self.tables_ready(pids), f"the unwind tables of {pids or 'every file'}",
                    timeout, diagnosis=lambda: self.diagnosis(pids))
 
+    def process_runtime(self, pid):
+        """The interpreter runtime the loader found in pid and its version (major << 8 | minor),
+        as Loader1.OpenProcessMemory tells the symbolizer; ("", 0) when it refuses because the
+        process runs none, or none it knows of yet, or is gone (unwinder-loader/process-memory.c)."""
+        p = subprocess.run(["busctl", f"--address={self.bus}", "--timeout=25", "call", "org.ebpfprofiler.Loader1",
+                            "/org/ebpfprofiler/Loader1", "org.ebpfprofiler.Loader1", "OpenProcessMemory", "u",
+                            str(pid)], capture_output=True, text=True, timeout=55)
+        if p.returncode != 0:
+            assert re.search(r"runs no runtime|is not known yet|There is no process", p.stderr), p.stderr
+            return "", 0
+        out = p.stdout.split()
+        return json.loads(out[2]), int(out[3])
+
     def runtime_of(self, pid):
-        """The interpreter runtime the loader found in pid ("" for none, or none yet), as
-        Loader1.OpenProcessMemory tells the symbolizer."""
-        out = self.busctl("call", "org.ebpfprofiler.Loader1", "/org/ebpfprofiler/Loader1",
-                          "org.ebpfprofiler.Loader1", "OpenProcessMemory", "u", pid)
-        return json.loads(out.split()[2])
+        """The interpreter runtime the loader found in pid ("" for none, or none yet)."""
+        return self.process_runtime(pid)[0]
 
     def wait_for_runtimes(self, pids, runtime="cpython", timeout=120):
         """Until the loader knows that each of pids runs runtime: the symbolizer has answered

@@ -1,19 +1,26 @@
-"""The split between the daemons holds against one of them taken over (issue 17): the
+"""The split between the daemons holds against one of them taken over (issues 17 and 28): the
 symbolizer parses hostile files from every process on the host, so its user must gain nothing
 from the other daemons. Tried as that user would: no daemon's environment or memory is
 readable, nor the store, the spool or the exporter's configuration, and the exporter's settings
-(a backend's credentials among them) reach the exporter alone."""
+(a backend's credentials among them) reach the exporter alone; the loader hands it the memory
+of profiled runtimes only; and a consumer of a shared-memory ring that writes impossible
+positions into it (the less privileged side) cannot harm the daemon that writes the records."""
 
 import grp
 import json
+import mmap
 import os
 import pwd
+import re
+import signal
+import struct
 import subprocess
 import uuid
 
 import pytest
 
-from conftest import Profiler, need_root
+from conftest import Profiler, need_root, read_lines
+from waiting import wait_until
 
 SYMBOLIZER_USER = "ebpf-profiler-symbolizer"  # run's default for the symbolizer
 EXPORTER_USER = "ebpf-profiler-exporter"
@@ -114,3 +121,139 @@ def test_the_store_spool_and_exporter_config_are_not_the_symbolizers(profiler, t
     assert (st.st_mode & 0o777, grp.getgrgid(st.st_gid).gr_name) == (0o640, STORE_GROUP), oct(st.st_mode)
     st = spool.stat()
     assert (st.st_mode & 0o777, pwd.getpwuid(st.st_uid).pw_name) == (0o700, EXPORTER_USER), oct(st.st_mode)
+
+
+# A busy CPython process (Debian's, readable by every user), sampled so that the loader tracks
+# it; it prints its pid and the native id of a second thread. DUMPABLE=0 makes its memory
+# private first (prctl PR_SET_DUMPABLE, as gpg-agent and ssh-agent do).
+BUSY_PYTHON = r"""
+import ctypes, os, sys, threading, time
+if sys.argv[1] == "0":
+    assert ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE
+t = threading.Thread(target=time.sleep, args=(3600,), daemon=True)
+t.start()
+print(os.getpid(), t.native_id, flush=True)
+while True:
+    pass
+"""
+
+
+def open_process_memory_as_symbolizer(profiler, pid):
+    """Loader1.OpenProcessMemory(pid) called as the symbolizer's user: (the runtime answered,
+    None) or (None, the error busctl printed)."""
+    pw = pwd.getpwnam(SYMBOLIZER_USER)
+    p = subprocess.run(["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
+                        "--inh-caps=-all", "busctl", f"--address={profiler.bus}", "--timeout=25", "call",
+                        "org.ebpfprofiler.Loader1", "/org/ebpfprofiler/Loader1", "org.ebpfprofiler.Loader1",
+                        "OpenProcessMemory", "u", str(pid)], capture_output=True, text=True, timeout=60)
+    if p.returncode == 0:
+        return json.loads(p.stdout.split()[2]), None
+    return None, p.stderr.strip()
+
+
+def busy_python(user, dumpable):
+    pw = pwd.getpwnam(user)
+    p = subprocess.Popen(["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
+                          "/usr/bin/python3", "-c", BUSY_PYTHON, str(int(dumpable))], stdout=subprocess.PIPE)
+    pid, tid = map(int, read_lines(p, 1)[0].split())
+    assert pid == p.pid, (pid, p.pid)  # setpriv execs
+    return p, tid
+
+
+def test_process_memory_only_of_profiled_runtimes(profiler):
+    """The symbolizer gets the memory of a process that runs a runtime the loader walks, and
+    of nothing else: not of a daemon of the profiler (the exporter holds the backend's
+    credentials), PID 1, a program that is no runtime, a thread's id, or a Python process that
+    made its memory private."""
+    procs = []
+    try:
+        py, tid = busy_python("nobody", dumpable=True)
+        private, _ = busy_python("nobody", dumpable=False)
+        procs += [py, private]
+        other = subprocess.Popen(["sleep", "3600"])
+        procs.append(other)
+        profiler.wait_for_runtimes([py.pid])
+        # The private one runs CPython as far as the loader knows (BPF walks it), and still
+        # its memory is not handed out.
+        wait_until(lambda: private.pid in profiler.loader_map_keys("py_procs"),
+                   f"the loader to track the CPython process {private.pid}", 120)
+        refusals = profiler.prop("Loader", "MemoryRefusals")
+
+        assert open_process_memory_as_symbolizer(profiler, py.pid) == ("cpython", None)
+        refused = {what: open_process_memory_as_symbolizer(profiler, pid) for what, pid in [
+            ("exporter", profiler.daemon_pid("ebpf-profiler-exporter")),
+            ("collector", profiler.daemon_pid("ebpf-profiler-collector")),
+            ("loader", profiler.daemon_pid("ebpf-profiler-loader")),
+            ("PID 1", 1), ("sleep", other.pid), ("a thread", tid), ("not dumpable", private.pid)]}
+        answered = {what: runtime for what, (runtime, _) in refused.items() if runtime is not None}
+        assert not answered, f"memory handed out: {answered}; all: {refused}"
+        # busctl shows an AccessDenied error by its name only; MemoryRefusals says whose it was.
+        assert refused["not dumpable"][1] == "Call failed: Access denied", refused
+        assert re.search(r"There is no process", refused["a thread"][1]), refused
+        assert profiler.prop("Loader", "MemoryRefusals") > refusals
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+RING_TAIL_OFFSET = 128  # common/shm-ring.c: RingShared, tail on its own cache line after head's
+RING_HEAD_OFFSET = 64
+
+
+def ring_header_of(pid, name):
+    """The shared header of the ring named name that process pid holds (its memfd), mapped
+    read-write as the consumer maps it."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(f"/memfd:{name} "):
+            with open(f"/proc/{pid}/fd/{fd}", "r+b") as f:
+                return mmap.mmap(f.fileno(), 4096)
+    raise AssertionError(f"process {pid} holds no ring {name}: {os.listdir(f'/proc/{pid}/fd')}")
+
+
+@pytest.mark.parametrize("producer,consumer,ring", [
+    ("Loader", "ebpf-profiler-collector", "ebpf-profiler-traces"),
+    ("Collector", "ebpf-profiler-exporter", "ebpf-profiler-export"),
+])
+def test_a_consumer_writing_impossible_ring_positions_harms_no_producer(profiler, producer, consumer, ring):
+    """The consumer of a ring (stopped, so that it does not find the damage first) writes an
+    unaligned head near the end and a read position far past anything written. The producer
+    (the loader for the collector, the collector for the exporter) neither writes out of
+    bounds nor loops: it counts the impossible position (RingPeerErrors), lives on with the
+    same pid, and once the consumer runs again, finds its ring broken and takes it over
+    again, records flow as before."""
+    daemon = f"ebpf-profiler-{producer.lower()}"
+    producer_pid, consumer_pid = profiler.daemon_pid(daemon), profiler.daemon_pid(consumer)
+    errors = profiler.prop(producer, "RingPeerErrors")
+    header = ring_header_of(consumer_pid, ring)
+    os.kill(consumer_pid, signal.SIGSTOP)
+    try:
+        data_size = struct.unpack_from("<Q", header, 8)[0]
+        struct.pack_into("<Q", header, RING_HEAD_OFFSET, 3 * data_size - 3)
+        struct.pack_into("<Q", header, RING_TAIL_OFFSET, 2**64 - 8)
+
+        def counted():
+            if producer == "Collector":
+                profiler.flush()  # the collector writes an interval into the export ring
+            return profiler.prop(producer, "RingPeerErrors") > errors
+        wait_until(counted, f"the {producer.lower()} to count the impossible read position", 120)
+    finally:
+        os.kill(consumer_pid, signal.SIGCONT)
+        header.close()
+    assert profiler.daemon_pid(daemon) == producer_pid, profiler.output()[-3000:]
+
+    # The consumer takes the ring over again and records flow.
+    if producer == "Loader":
+        traces = profiler.prop("Collector", "Traces")
+        wait_until(lambda: profiler.prop("Collector", "Traces") > traces, "traces after the ring was taken over", 120)
+    else:
+        def exported():
+            before = profiler.prop("Exporter", "Intervals")
+            profiler.flush()
+            return profiler.prop("Exporter", "Intervals") > before
+        wait_until(exported, "an interval exported after the ring was taken over", 120, interval=1)
+    assert profiler.daemon_pid(daemon) == producer_pid

@@ -208,9 +208,26 @@ static void test_mapping_cache(void) {
         CHECK(ep_proc_table_n_processes(t) == 1);
 }
 
+static void test_status_ids(void) {
+        EpStatusIds ids;
+
+        /* A comm may hold anything but a newline: it cannot fake a line. */
+        CHECK(ep_parse_status_ids("Name:\tTgid: 1\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\n"
+                                  "Ngid:\t0\nPid:\t4243\nPPid:\t1\nUid:\t1000\t0\t0\t0\nGid:\t100\t100\t100\t100\n",
+                                  &ids) == 0);
+        CHECK(ids.tgid == 4242 && ids.uid == 1000 && ids.euid == 0);
+        CHECK(ep_parse_status_ids("Tgid:\t7\n", &ids) == -EINVAL);
+        CHECK(ep_parse_status_ids("Tgid:\t7\nUid:\t1000\n", &ids) == -EINVAL);
+        CHECK(ep_parse_status_ids("Tgid:\t-7\nUid:\t1\t1\t1\t1\n", &ids) == -EINVAL);
+        CHECK(ep_parse_status_ids("Tgid:\t99999999999999999999999\nUid:\t1\t1\t1\t1\n", &ids) == -EINVAL);
+        CHECK(ep_parse_status_ids("XTgid:\t7\nUid:\t1\t1\t1\t1\n", &ids) == -EINVAL);
+        CHECK(ep_parse_status_ids("", &ids) == -EINVAL);
+}
+
 int main(void) {
         test_maps_line();
         test_stat();
+        test_status_ids();
         test_container_id();
         test_cpu_list();
         test_mapping_cache();

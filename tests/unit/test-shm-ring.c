@@ -237,6 +237,102 @@ static void test_consumed_pages_released(void) {
         ASSERT_EQ(ep_ring_records_dropped(p), 0u);
 }
 
+/* The shared header as the peer maps it: the positions a hostile consumer writes. Their offsets
+ * are checked against what the producer wrote, not taken on faith. */
+typedef struct PeerView {
+        uint8_t *map;
+        size_t size;
+        _Atomic uint64_t *head, *tail;
+} PeerView;
+
+static void peer_view(EpRing *p, PeerView *ret) {
+        struct stat st;
+
+        ASSERT_OK(fstat(ep_ring_memfd(p), &st) < 0 ? -errno : 0);
+        ret->size = (size_t) st.st_size;
+        ret->map = mmap(NULL, ret->size, PROT_READ | PROT_WRITE, MAP_SHARED, ep_ring_memfd(p), 0);
+        ASSERT_TRUE(ret->map != MAP_FAILED);
+        ret->head = (_Atomic uint64_t *) (ret->map + 64);
+        ret->tail = (_Atomic uint64_t *) (ret->map + 128);
+        ASSERT_EQ(*ret->head, ep_ring_bytes_used(p) + *ret->tail);
+}
+
+/* Reads everything there is: the number of records. */
+static uint64_t drain(EpRing *c) {
+        EpRingRecord h;
+        const void *payload;
+        uint64_t n = 0;
+
+        while (ep_ring_peek(c, &h, &payload) == 1) {
+                ep_ring_consume(c);
+                n++;
+        }
+        return n;
+}
+
+/* A consumer that writes the header (the less privileged side: the collector for the loader's
+ * ring, the exporter for the collector's) cannot make the producer write out of bounds, loop,
+ * or overwrite what is unread; the producer counts it and goes on once a consumer takes over. */
+static void test_hostile_consumer(void) {
+        _cleanup_ring_ EpRing *p = NULL, *c = NULL;
+        size_t size = 64 * 1024;
+        uint8_t buf[100] = {};
+        uint64_t dropped;
+        PeerView v;
+
+        ASSERT_OK(ep_ring_create("test", size, &p));
+        ASSERT_OK(ep_ring_push(p, 1, buf, sizeof buf));
+        peer_view(p, &v);
+        ASSERT_OK(ep_ring_attach(ep_ring_memfd(p), ep_ring_eventfd(p), &c));
+
+        /* An unaligned head a few bytes before the end: the producer writes from its own. */
+        *v.head = 3 * size - 3;
+        for (uint64_t i = 0; i < 2000; i++) {
+                ASSERT_OK(ep_ring_push(p, 2, &i, sizeof i));
+                drain(c);
+        }
+        ASSERT_EQ(ep_ring_peer_errors(p), 0u);
+        ASSERT_EQ(ep_ring_records_dropped(p), 0u);
+        ASSERT_EQ(ep_ring_room(p), size);
+
+        /* A tail far beyond head (the release loop ran for 2^64 bytes), unaligned, or moved
+         * back: each push is refused and counted, at once. */
+        dropped = ep_ring_records_dropped(p);
+        const uint64_t tails[] = { UINT64_MAX - 7, *v.tail + 3, 0 };
+        for (size_t i = 0; i < ELEMENTSOF(tails); i++) {
+                *v.tail = tails[i];
+                ASSERT_EQ(ep_ring_push(p, 1, buf, sizeof buf), -ENOBUFS);
+                ASSERT_EQ(ep_ring_peer_errors(p), 2 * (uint64_t) i + 1);
+                ASSERT_EQ(ep_ring_room(p), 0u); /* what a producer looks at first says so too */
+                ASSERT_EQ(ep_ring_peer_errors(p), 2 * (uint64_t) i + 2);
+        }
+        ASSERT_EQ(ep_ring_records_dropped(p), dropped + ELEMENTSOF(tails));
+
+        /* A consumer takes the ring over: it starts from the producer's positions. */
+        ep_ring_reset(p);
+        c = ep_ring_free(c);
+        ASSERT_OK(ep_ring_attach(ep_ring_memfd(p), ep_ring_eventfd(p), &c));
+        for (uint64_t i = 0; i < 3; i++)
+                ASSERT_OK(ep_ring_push(p, 3, &i, sizeof i));
+        for (uint64_t i = 0; i < 3; i++) {
+                EpRingRecord h;
+                const void *payload;
+                uint64_t got;
+
+                ASSERT_EQ(ep_ring_peek(c, &h, &payload), 1);
+                memcpy(&got, payload, sizeof got);
+                ASSERT_EQ(got, i);
+                ep_ring_consume(c);
+        }
+        ASSERT_EQ(drain(c), 0u);
+
+        /* A ring whose peer left impossible positions is not taken over. */
+        *v.head = *v.tail + 4;
+        c = ep_ring_free(c);
+        ASSERT_EQ(ep_ring_attach(ep_ring_memfd(p), ep_ring_eventfd(p), &c), -EBADMSG);
+        ASSERT_OK(munmap(v.map, v.size) < 0 ? -errno : 0);
+}
+
 int main(void) {
         test_roundtrip_and_wrap();
         test_full_counts_drops();
@@ -244,5 +340,6 @@ int main(void) {
         test_cross_process();
         test_attach_rejects_unsealed();
         test_consumed_pages_released();
+        test_hostile_consumer();
         return tests_summary("shm-ring");
 }
