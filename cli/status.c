@@ -8,6 +8,7 @@
 #include "bus-util.h"
 #include "bus.h"
 #include "cli.h"
+#include "terminal-text.h"
 #include "view-options.h"
 
 static const struct {
@@ -501,7 +502,12 @@ int verb_status(int argc, char **argv) {
                 print_store_text(f, &store);
         if (fclose(f) != 0)
                 return oom();
-        fwrite(buf, 1, size, stdout);
+        /* The text names files and repeats the daemons' errors, which quote what processes
+         * control; JSON escapes its strings itself. */
+        if (json)
+                fwrite(buf, 1, size, stdout);
+        else
+                (void) ep_terminal_text_write(stdout, buf, size);
         if (fflush(stdout) != 0)
                 return 1;
         return running == ELEMENTSOF(services) ? 0 : EXIT_NOT_RUNNING;

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "daemon.h"
 #include "grow-array.h"
+#include "terminal-text.h"
 #include "view-options.h"
 
 typedef struct TableRow {
@@ -73,10 +74,11 @@ static int read_rows(sd_bus_message *reply, TableRow **ret, size_t *ret_n) {
         return sd_bus_message_exit_container(reply);
 }
 
-static void print_rows(const TableRow *rows, size_t n, bool pending_only) {
+/* The rows as text into f (paths are the processes' own: ep_utf8_sanitize_text()). */
+static void print_rows(FILE *f, const TableRow *rows, size_t n, bool pending_only) {
         size_t waited = 0;
 
-        printf("%-14s %-6s %9s %9s %5s  %s\n", "STATE", "WAITED", "FOR", "BYTES", "TRIES", "PATH");
+        fprintf(f, "%-14s %-6s %9s %9s %5s  %s\n", "STATE", "WAITED", "FOR", "BYTES", "TRIES", "PATH");
         for (size_t i = 0; i < n; i++) {
                 const TableRow *t = &rows[i];
                 char bytes[32] = "-";
@@ -86,10 +88,11 @@ static void print_rows(const TableRow *rows, size_t n, bool pending_only) {
                         continue;
                 if (t->bytes > 0)
                         snprintf(bytes, sizeof bytes, "%.1fK", (double) t->bytes / 1024.0);
-                printf("%-14s %-6s %8.1fs %9s %5" PRIu32 "  %s\n", t->state, t->waited_for ? "yes" : "no",
-                       (double) t->state_usec / 1e6, bytes, t->attempts, *t->path ? t->path : "?");
+                fprintf(f, "%-14s %-6s %8.1fs %9s %5" PRIu32 "  %s\n", t->state, t->waited_for ? "yes" : "no",
+                        (double) t->state_usec / 1e6, bytes, t->attempts, *t->path ? t->path : "?");
         }
-        printf("%zu file%s, %zu table%s still waited for.\n", n, n == 1 ? "" : "s", waited, waited == 1 ? "" : "s");
+        fprintf(f, "%zu file%s, %zu table%s still waited for.\n", n, n == 1 ? "" : "s", waited,
+                waited == 1 ? "" : "s");
 }
 
 int verb_tables(int argc, char **argv) {
@@ -151,6 +154,13 @@ int verb_tables(int argc, char **argv) {
         }
         if (n > 1)
                 qsort(rows, n, sizeof *rows, row_compare);
-        print_rows(rows, n, pending_only);
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&text, &size);
+        if (!f)
+                return 1;
+        print_rows(f, rows, n, pending_only);
+        if (fclose(f) != 0 || ep_terminal_text_write(stdout, text, size) < 0)
+                return 1;
         return fflush(stdout) == 0 ? 0 : 1;
 }

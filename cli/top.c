@@ -15,6 +15,8 @@
 #include "cli.h"
 #include "daemon.h"
 #include "log.h"
+#include "terminal-text.h"
+#include "utf8.h"
 #include "top.h"
 #include "view-options.h"
 
@@ -175,12 +177,21 @@ static int top_once(const TopOptions *o) {
                 return EXIT_SUCCESS;
         }
 
-        ep_top_print_summary(stdout, &d.summary);
-        r = top_print_table(stdout, o, &d, (size_t) o->limit);
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        FILE *m = open_memstream(&text, &size);
+        if (!m)
+                return EXIT_FAILURE;
+        ep_top_print_summary(m, &d.summary);
+        r = top_print_table(m, o, &d, (size_t) o->limit);
+        if (fclose(m) != 0 && r >= 0)
+                r = -ENOMEM;
         if (r < 0) {
                 fprintf(stderr, "ebpf-profiler top: %s\n", strerror(-r));
                 return EXIT_FAILURE;
         }
+        if (ep_terminal_text_write(stdout, text, size) < 0)
+                return EXIT_FAILURE;
         return fflush(stdout) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
@@ -355,6 +366,7 @@ static int live_snapshot(const TopOptions *o, sqlite3 *db, bool keys, size_t row
                 r = -ENOMEM;
         if (r < 0)
                 return r;
+        ep_utf8_sanitize_text(text, size, true); /* names are the processes' own: utf8.h */
         *ret_text = TAKE_PTR(text);
         return 0;
 }

@@ -9,6 +9,7 @@
 #include <systemd/sd-journal.h>
 
 #include "log.h"
+#include "utf8.h"
 
 static const char *log_ident = "ebpf-profiler";
 static int log_max_level = LOG_INFO;
@@ -155,6 +156,7 @@ int log_internal(int level, int error, const char *file, int line, const char *f
         va_start(ap, format);
         vsnprintf(buf, sizeof buf, format, ap);
         va_end(ap);
+        ep_utf8_sanitize_text(buf, strlen(buf), false); /* messages quote what processes control */
 
         if (log_to_journal)
                 send_to_journal(level, error, file, line, func, message_id, buf);

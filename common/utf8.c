@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include <string.h>
+
 #include "utf8.h"
 
 size_t ep_utf8_char(const uint8_t *s, size_t n, uint32_t *ret_cp) {
@@ -59,4 +61,27 @@ size_t ep_utf8_encode(uint32_t cp, char out[static 4]) {
         out[2] = (char) (0x80 | ((cp >> 6) & 0x3f));
         out[3] = (char) (0x80 | (cp & 0x3f));
         return 4;
+}
+
+size_t ep_utf8_sanitize_text(char *text, size_t n, bool keep_newlines) {
+        uint8_t *s = (uint8_t *) text;
+        size_t replaced = 0;
+
+        for (size_t i = 0; i < n;) {
+                uint32_t cp;
+                size_t len = ep_utf8_char(s + i, n - i, &cp);
+                bool control = (cp < 0x20 && cp != '\t' && !(cp == '\n' && keep_newlines)) ||
+                               (cp >= 0x7f && cp < 0xa0);
+
+                if (len > 0 && !control) {
+                        i += len;
+                        continue;
+                }
+                /* An invalid byte alone, a control character byte by byte. */
+                len = len ?: 1;
+                memset(s + i, '?', len);
+                replaced += len;
+                i += len;
+        }
+        return replaced;
 }

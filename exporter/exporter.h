@@ -21,7 +21,7 @@
 
 typedef struct Exporter {
         EpDaemon daemon;
-        char *endpoint; /* NULL: idle */
+        char *endpoint; /* shown (otlp_endpoint_redacted()); NULL: idle */
         const OtlpConfig *config;       /* main()'s; NULL: idle */
         char *const *resource_attributes; /* main()'s: key, value, …, NULL */
         char *host_name;

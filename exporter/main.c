@@ -200,7 +200,8 @@ int main(int argc, char **argv) {
         e.config = &arg_config;
         e.resource_attributes = arg_resource_attributes;
         e.spool_max_bytes = arg_spool_max_size;
-        if ((arg_config.endpoint && !(e.endpoint = strdup(arg_config.endpoint))) ||
+        /* e.endpoint is what logs and Endpoint show; the transport takes e.config's. */
+        if ((arg_config.endpoint && !(e.endpoint = otlp_endpoint_redacted(arg_config.endpoint))) ||
             (arg_spool_dir && !(e.spool_dir = strdup(arg_spool_dir)))) {
                 free(e.endpoint);
                 config_free();

@@ -629,3 +629,15 @@ int otlp_config_load(const OtlpOptions *o, OtlpConfig *ret, char ***ret_resource
         *ret = c;
         return 0;
 }
+
+char *otlp_endpoint_redacted(const char *url) {
+        const char *scheme_end = strstr(url, "://");
+        const char *authority = scheme_end ? scheme_end + 3 : url;
+        const char *at = memrchr(authority, '@', strcspn(authority, "/?#"));
+        const char *host = at ? at + 1 : authority;
+        char *ret;
+
+        if (asprintf(&ret, "%.*s%.*s", (int) (authority - url), url, (int) strcspn(host, "?#"), host) < 0)
+                return NULL;
+        return ret;
+}

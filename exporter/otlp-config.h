@@ -40,5 +40,10 @@ void otlp_config_done(OtlpConfig *c);
 /* OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME from env (NULL: environ); see above. */
 int otlp_resource_attributes(char *const *env, char ***ret, char **ret_error);
 
+/* The endpoint as the logs and Exporter1.Endpoint show it: without the user information
+ * (user:password@) and the query and fragment (?api_key=...), where URLs carry credentials
+ * (headers and files are the places for those: docs/systemd.md). NULL when out of memory. */
+char *otlp_endpoint_redacted(const char *url);
+
 void otlp_strv_free(char **v);
 DEFINE_TRIVIAL_CLEANUP_FUNC(char **, otlp_strv_free);

@@ -165,14 +165,15 @@ static int prop_kernel(sd_bus *bus, const char *path, const char *interface, con
                 return sd_bus_message_append_array(reply, 'y', n > 0 ? id : none, n);
         }
 
-        /* KernelModules: (name, start, size, GNU build ID) */
+        /* KernelModules: (name, size, GNU build ID). Every local user may read it: no load
+         * address, which would undo the kernel's address randomisation for them. */
         const EpKmodules *mods = ep_resolver_kernel_modules(m->resolver);
-        r = sd_bus_message_open_container(reply, 'a', "(sttay)");
+        r = sd_bus_message_open_container(reply, 'a', "(stay)");
         for (size_t i = 0; r >= 0 && i < ep_kmodules_count(mods); i++) {
                 const EpKmodule *k = ep_kmodules_get(mods, i);
-                r = sd_bus_message_open_container(reply, 'r', "sttay");
+                r = sd_bus_message_open_container(reply, 'r', "stay");
                 if (r >= 0)
-                        r = sd_bus_message_append(reply, "stt", k->name, k->start, k->size);
+                        r = sd_bus_message_append(reply, "st", k->name, k->size);
                 if (r >= 0)
                         r = sd_bus_message_append_array(reply, 'y', k->build_id_size > 0 ? k->build_id : none,
                                                         k->build_id_size);
@@ -284,7 +285,7 @@ static const sd_bus_vtable symbolizer_vtable[] = {
         UNWIND_PROPERTY("UnwindCacheBytes"),
         UNWIND_PROPERTY("UnwindQueue"),
         SD_BUS_PROPERTY("KernelSymbols", "u", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_PROPERTY("KernelModules", "a(sttay)", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
+        SD_BUS_PROPERTY("KernelModules", "a(stay)", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
         SD_BUS_PROPERTY("KernelReloads", "t", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("KernelBuildId", "ay", prop_kernel, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
         SD_BUS_PROPERTY("PerfMaps", "u", prop_jit, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),

@@ -28,6 +28,7 @@ STORE_GROUP = "ebpf-profiler"  # the collector's group: who may read the store
 DAEMONS = ("ebpf-profiler-loader", "ebpf-profiler-symbolizer", "ebpf-profiler-collector",
            "ebpf-profiler-exporter")
 SECRET = f"Authorization=Bearer ep-test-{uuid.uuid4().hex}"
+URL_SECRET = f"ep-url-{uuid.uuid4().hex}"
 
 # Run as the symbolizer's user: for each path, "read" (a directory: listed) or the error that
 # refused it. /proc/PID/mem is opened and read at the start of the stack, as a debugger would.
@@ -57,8 +58,10 @@ print(json.dumps(out))
 def profiler():
     need_root()
     # An endpoint nothing listens on: the exporter keeps its settings and retries, and spools.
+    # Credentials in its URL too (user information, query), which nothing may show.
     p = Profiler(env={"OTEL_EXPORTER_OTLP_HEADERS": SECRET,
-                      "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9/v1development/profiles"})
+                      "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://ep:{URL_SECRET}@127.0.0.1:9/v1development/profiles"
+                                                     f"?token={URL_SECRET}"})
     try:
         yield p
     finally:
@@ -99,6 +102,14 @@ def test_the_exporters_settings_reach_the_exporter_alone(profiler):
             assert not otel, (daemon, otel)
     # None of them complained of variables it should not have had.
     assert "exporter's variables" not in profiler.output()
+
+
+def test_the_endpoints_credentials_are_shown_nowhere(profiler):
+    """Exporter1.Endpoint (every local user may read it) and the daemons' logs show the endpoint
+    without the user information and query of its URL."""
+    assert profiler.prop("Exporter", "Endpoint") == '"http://127.0.0.1:9/v1development/profiles"'
+    assert "Exporting profiles to http://127.0.0.1:9/v1development/profiles" in profiler.output()
+    assert URL_SECRET not in profiler.output()
 
 
 def test_the_store_spool_and_exporter_config_are_not_the_symbolizers(profiler, tmp_path):

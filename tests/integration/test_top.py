@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import WORKLOADS, cli, run_workload
+from conftest import WORKLOADS, cli, read_lines, run_workload
 from waiting import wait_until
 
 SECONDS = 5
@@ -298,3 +298,30 @@ def test_live_prints_one_snapshot_per_refresh_when_piped(profiler):
     assert p.returncode == 2 and "--live" in p.stderr
     p = top(profiler, "--iterations", "2", check=False)
     assert p.returncode == 2 and "needs --live" in p.stderr
+
+
+# A program that names itself (its comm, so its process and its main thread) with a window
+# title escape and a screen clear.
+ESCAPE_NAMED = r"""
+import ctypes
+assert ctypes.CDLL(None).prctl(15, b"\x1b]0;pwned\x07\x1b[2J", 0, 0, 0) == 0  # PR_SET_NAME
+print("named", flush=True)
+while True:
+    pass
+"""
+
+
+def test_names_a_program_controls_reach_the_terminal_without_escapes(profiler):
+    """What a program calls itself is its own choice: top prints it, but with '?' where an
+    escape sequence would have set the window title and cleared the screen of whoever runs it."""
+    p = subprocess.Popen(["/usr/bin/python3", "-c", ESCAPE_NAMED], stdout=subprocess.PIPE)
+    try:
+        read_lines(p, 1)
+        profiler.wait_samples(p.pid, 5)
+    finally:
+        p.kill()
+        p.wait()
+    for by in ("process", "thread"):
+        out = top(profiler, "--by", by, "--pid", p.pid).stdout
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", out), repr(out)
+        assert re.search(rf"\s{p.pid}\s.*\?\]0;pwned\?\?\[2J", out), out

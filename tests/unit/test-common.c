@@ -241,8 +241,36 @@ static void test_frame_kinds(void) {
         ASSERT_TRUE(streq(ep_frame_kind(EP_FRAME_KERNEL)->otlp_type, "kernel"));
 }
 
+static void check_sanitized(const char *in, bool keep_newlines, const char *want, size_t replaced) {
+        char buf[256];
+        size_t n = strlen(in);
+
+        memcpy(buf, in, n + 1);
+        ASSERT_EQ(ep_utf8_sanitize_text(buf, n, keep_newlines), replaced);
+        ASSERT_STREQ(buf, want);
+}
+
+/* What a terminal or a log gets of names a profiled program controls: no escape sequence (C0,
+ * DEL, C1) or broken UTF-8 gets through; everything else is kept as it is. */
+static void test_sanitize_text(void) {
+        /* Kept: text, tabs, newlines where asked, any valid character from U+00A0 on. */
+        check_sanitized("main\tfoo.c:12\n", true, "main\tfoo.c:12\n", 0);
+        check_sanitized("main\nforged line", false, "main?forged line", 1);
+        check_sanitized("caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x94\xa5 \xc2\xa0", true,
+                        "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x94\xa5 \xc2\xa0", 0);
+        /* A window title and a screen clear in a comm, a bell, a carriage return. */
+        check_sanitized("\x1b]0;pwned\x07x", true, "?]0;pwned?x", 2);
+        check_sanitized("\x1b[2J\x1b[Hrm -rf\r", true, "?[2J?[Hrm -rf?", 3);
+        /* DEL, and C1's CSI (U+009B) and OSC (U+009D): two bytes each, both replaced. */
+        check_sanitized("a\x7f" "b\xc2\x9b" "2Jc\xc2\x9d", true, "a?b??2Jc??", 5);
+        /* Broken UTF-8: a lone continuation byte, a cut sequence, an overlong ESC. */
+        check_sanitized("\x80x\xe2\x86" "y\xc0\x9b", true, "?x??y??", 5);
+        check_sanitized("", true, "", 0);
+}
+
 int main(void) {
         test_utf8();
+        test_sanitize_text();
         test_frame_kinds();
         test_hashmap();
         test_wire_buf();

@@ -310,12 +310,32 @@ static void test_shipped_example(void) {
         otlp_config_done(&c);
 }
 
+static void check_redacted(const char *url, const char *want) {
+        _cleanup_free_ char *got = otlp_endpoint_redacted(url);
+
+        ASSERT_STREQ(got, want);
+}
+
+/* What logs and Exporter1.Endpoint show of an endpoint never carries its credentials. */
+static void test_endpoint_redacted(void) {
+        check_redacted("https://collector.example:4318/v1development/profiles",
+                       "https://collector.example:4318/v1development/profiles");
+        check_redacted("https://user:s3cret@collector.example:4318/v1development/profiles?api_key=s3cret#x",
+                       "https://collector.example:4318/v1development/profiles");
+        check_redacted("https://a@b:pw@host/p@th", "https://host/p@th");
+        check_redacted("http://host?token=s3cret", "http://host");
+        check_redacted("user:s3cret@collector:4317", "collector:4317");
+        check_redacted("collector:4317", "collector:4317");
+        check_redacted("", "");
+}
+
 int main(void) {
         char cmd[128];
 
         ASSERT_TRUE(mkdtemp(dir));
         test_defaults();
         test_endpoint_rules();
+        test_endpoint_redacted();
         test_precedence();
         test_bad_values();
         test_tls_files();
