@@ -12,69 +12,22 @@
 
 #include "jit-map-open.h"
 #include "macro.h"
-
-int ep_parse_status_nspid(const char *status, pid_t *ret) {
-        const char *p = status;
-
-        for (;;) {
-                if (strncmp(p, "NSpid:", 6) == 0)
-                        break;
-                p = strchr(p, '\n');
-                if (!p)
-                        return -ENOENT;
-                p++;
-        }
-        p += 6;
-
-        /* The last number on the line is the pid in the innermost namespace. */
-        long last = -1;
-        for (;;) {
-                char *end;
-                long v;
-
-                while (*p == ' ' || *p == '\t')
-                        p++;
-                if (*p == '\n' || *p == '\0')
-                        break;
-                errno = 0;
-                v = strtol(p, &end, 10);
-                if (end == p || errno != 0 || v <= 0 || v > INT32_MAX)
-                        return -EINVAL;
-                last = v;
-                p = end;
-        }
-        if (last < 0)
-                return -ENOENT;
-        *ret = (pid_t) last;
-        return 0;
-}
-
-static int read_status(pid_t pid, char *buf, size_t size) {
-        char path[64];
-        _cleanup_close_ int fd = -EBADF;
-        ssize_t n;
-
-        snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return errno == ENOENT ? -ESRCH : -errno;
-        n = read(fd, buf, size - 1);
-        if (n < 0)
-                return -errno;
-        buf[n] = '\0';
-        return 0;
-}
+#include "proc-parse.h"
 
 int ep_open_perf_map(pid_t pid) {
         char buf[4096], path[64];
-        _cleanup_close_ int root = -EBADF, fd = -EBADF;
+        _cleanup_close_ int proc = -EBADF, root = -EBADF, fd = -EBADF;
         struct stat proc_st, st;
         pid_t nspid;
         int r;
 
         if (pid <= 0)
                 return -EINVAL;
-        r = read_status(pid, buf, sizeof(buf));
+        snprintf(path, sizeof(path), "/proc/%d", (int) pid);
+        proc = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (proc < 0)
+                return errno == ENOENT ? -ESRCH : -errno;
+        r = ep_read_status(proc, buf, sizeof(buf));
         if (r < 0)
                 return r;
         r = ep_parse_status_nspid(buf, &nspid);
@@ -87,8 +40,7 @@ int ep_open_perf_map(pid_t pid) {
         root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
                 return errno == ENOENT ? -ESRCH : -errno;
-        snprintf(path, sizeof(path), "/proc/%d", (int) pid);
-        if (stat(path, &proc_st) < 0)
+        if (fstat(proc, &proc_st) < 0)
                 return -ESRCH;
 
         struct open_how how = {

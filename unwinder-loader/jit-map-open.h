@@ -11,10 +11,6 @@
 
 #define EP_PERF_MAP_MAX_SIZE (256ull << 20) /* bigger maps are refused (-EFBIG) */
 
-/* "NSpid:" of /proc/PID/status text: the innermost pid (the one the process writes into its
- * map's name). Returns -ENOENT when the field is missing. */
-int ep_parse_status_nspid(const char *status, pid_t *ret);
-
 /* /tmp/perf-<nspid>.map as the process sees it. -ENOENT no map, -EPERM owner mismatch or not
  * a regular file, -EFBIG too big, -ESRCH no such process. */
 int ep_open_perf_map(pid_t pid);

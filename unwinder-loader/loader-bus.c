@@ -281,20 +281,21 @@ static int method_open_perf_map(sd_bus_message *m, void *userdata, sd_bus_error 
         return sd_bus_reply_method_return(m, "h", fd);
 }
 
-/* The pids of the other daemons of the profiler, as the bus knows the owners of their names. */
-static size_t our_daemons(sd_bus *bus, pid_t ret[static 3]) {
+/* Whether pid owns the name of another daemon of the profiler. Asked of the bus (a call each),
+ * so only about a process the loader would hand the memory of otherwise: one that runs a
+ * runtime, which no daemon of ours does. */
+static bool is_our_daemon(sd_bus *bus, pid_t pid) {
         static const char *const names[] = { EP_BUS_SYMBOLIZER, EP_BUS_COLLECTOR, EP_BUS_EXPORTER };
-        size_t n = 0;
 
         for (size_t i = 0; i < ELEMENTSOF(names); i++) {
                 _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
-                pid_t pid;
+                pid_t owner;
 
                 if (sd_bus_get_name_creds(bus, names[i], SD_BUS_CREDS_PID, &creds) >= 0 &&
-                    sd_bus_creds_get_pid(creds, &pid) >= 0)
-                        ret[n++] = pid;
+                    sd_bus_creds_get_pid(creds, &owner) >= 0 && owner == pid)
+                        return true;
         }
-        return n;
+        return false;
 }
 
 /* A read-only descriptor of a process's memory (for the symbolizer to read a runtime's
@@ -303,7 +304,6 @@ static size_t our_daemons(sd_bus *bus, pid_t ret[static 3]) {
 static int method_open_process_memory(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         Loader *l = userdata;
         LoaderProcessMemory mem;
-        pid_t ours[3];
         uint32_t pid;
         int r;
 
@@ -313,7 +313,11 @@ static int method_open_process_memory(sd_bus_message *m, void *userdata, sd_bus_
         r = read_pid(m, error, &pid);
         if (r < 0)
                 return r;
-        r = loader_open_process_memory(l, (pid_t) pid, ours, our_daemons(sd_bus_message_get_bus(m), ours), &mem);
+        r = loader_open_process_memory(l, (pid_t) pid, &mem);
+        if (r >= 0 && is_our_daemon(sd_bus_message_get_bus(m), (pid_t) pid)) {
+                (void) close(mem.fd);
+                r = -EPERM;
+        }
         switch (r) {
         case 0: {
                 _cleanup_close_ int fd = mem.fd;
@@ -373,6 +377,8 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "u", ep_bpf_n_cpus(l->bpf));
         if (streq(property, "RingFullDrops"))
                 return sd_bus_message_append(reply, "t", ep_ring_records_dropped(l->ring));
+        if (streq(property, "FileProbeTimeouts"))
+                return sd_bus_message_append(reply, "t", ep_proc_table_probe_timeouts(l->procs));
         if (streq(property, "MemoryRefusals"))
                 return sd_bus_message_append(reply, "t", l->memory_refusals);
         if (streq(property, "RingPeerErrors"))
@@ -494,6 +500,7 @@ static const sd_bus_vtable loader_vtable[] = {
         SD_BUS_PROPERTY("RingFullDrops", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("RingPeerErrors", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("MemoryRefusals", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("FileProbeTimeouts", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("TracesSent", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("UnwindStops", "a{st}", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Processes", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -539,7 +546,7 @@ void loader_bus_emit_changes(Loader *l) {
         static const char *const groups[][7] = {
                 { "Samples" },
                 { "LostSamples" },
-                { "RingFullDrops", "RingPeerErrors", "MemoryRefusals" },
+                { "RingFullDrops", "RingPeerErrors", "MemoryRefusals", "FileProbeTimeouts" },
                 { "TracesSent" },
                 { "UnwindStops" },
                 { "Processes", "Files" },
@@ -565,7 +572,7 @@ void loader_bus_emit_changes(Loader *l) {
         now[0] = c[EP_BPF_CNT_SAMPLES];
         now[1] = c[EP_BPF_CNT_RINGBUF_FULL];
         now[2] = hash_values((const uint64_t[]) { ep_ring_records_dropped(l->ring), ep_ring_peer_errors(l->ring),
-                                                  l->memory_refusals }, 3);
+                                                  l->memory_refusals, ep_proc_table_probe_timeouts(l->procs) }, 4);
         now[3] = l->traces_sent;
         now[4] = hash_values(c + EP_BPF_CNT_STOP_BASE, _EP_STOP_MAX);
         now[5] = hash_values((const uint64_t[]) { ep_proc_table_n_processes(l->procs),

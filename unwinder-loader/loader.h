@@ -137,11 +137,11 @@ typedef struct LoaderProcessMemory {
 } LoaderProcessMemory;
 
 /* The memory of process pid, for the symbolizer to read a runtime's objects: only of a
- * process that runs a runtime the loader walks, never of the loader, of ours (the other
- * daemons of the profiler) or of a process that is not dumpable. -ESRCH: no such process (or
- * the id of a thread); -EAGAIN: what it runs is not known yet; -ENOMEDIUM: it runs no
- * runtime; -EPERM: refused. */
-int loader_open_process_memory(Loader *l, pid_t pid, const pid_t *ours, size_t n_ours, LoaderProcessMemory *ret);
+ * process that runs a runtime the loader walks, never of the loader or of a process that is
+ * not dumpable (the caller refuses the other daemons). -ESRCH: no such process (or the id of a
+ * thread); -EAGAIN: what it runs is not known yet; -ENOMEDIUM: it runs no runtime; -EPERM:
+ * refused. */
+int loader_open_process_memory(Loader *l, pid_t pid, LoaderProcessMemory *ret);
 
 /* process-tracker.c: the BPF side's view of processes (proc_mappings) and the table
  * references of the files they map. */

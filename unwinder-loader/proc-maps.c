@@ -8,6 +8,7 @@
 
 #include "daemon.h"
 #include "file-id.h"
+#include "file-probe.h"
 #include "hashmap.h"
 #include "log.h"
 #include "passing-error.h"
@@ -19,6 +20,7 @@ typedef struct InodeKey {
 
 struct EpProcTable {
         char *proc_root;
+        EpFileProber *prober; /* opens and identifies mapped files off the loop */
         uint64_t boot_to_realtime_ns; /* CLOCK_REALTIME - CLOCK_BOOTTIME */
         uint64_t tick_ns;
         EpHashmap *procs;  /* pid_t → EpProcess * */
@@ -64,7 +66,7 @@ int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns
         t->procs = ep_hashmap_new(sizeof(pid_t), sizeof(EpProcess *));
         t->inodes = ep_hashmap_new(sizeof(InodeKey), sizeof(uint32_t));
         t->ids = ep_hashmap_new(EP_FILE_ID_SIZE, sizeof(uint32_t));
-        if (!t->proc_root || !t->procs || !t->inodes || !t->ids)
+        if (!t->proc_root || !t->procs || !t->inodes || !t->ids || ep_file_prober_new(&t->prober) < 0)
                 return -ENOMEM;
         t->boot_to_realtime_ns = realtime_minus_boottime_ns;
         t->tick_ns = NSEC_PER_SEC / (uint64_t) (hz > 0 ? hz : 100);
@@ -101,6 +103,7 @@ EpProcTable *ep_proc_table_free(EpProcTable *t) {
         (void) close_nointr(t->vdso_fd);
         free(t->files);
         free(t->proc_root);
+        ep_file_prober_free(t->prober);
         free(t);
         return NULL;
 }
@@ -138,6 +141,10 @@ EpFile *ep_proc_table_file(EpProcTable *t, uint32_t key) {
         if (key == 0 || key > t->n_files)
                 return NULL;
         return &t->files[key - 1];
+}
+
+uint64_t ep_proc_table_probe_timeouts(const EpProcTable *t) {
+        return ep_file_prober_timeouts(t->prober);
 }
 
 size_t ep_proc_table_n_files(const EpProcTable *t) {
@@ -250,36 +257,30 @@ static int read_metadata(EpProcTable *t, EpProcess *p, bool *ret_changed) {
 
 /* ---- files ---- */
 
-static int open_mapping(const EpProcTable *t, pid_t pid, uint64_t start, uint64_t end, const char *file_path) {
+/* The file of pid's mapping [start, end) on dev: through /proc/PID/map_files, the mapped inode
+ * itself, never the path the process mapped it from (the process can put a FIFO, a symlink or
+ * a file of a FUSE mount it serves there). No fallback to that path: a mapping that is gone has
+ * nothing to identify. Opened and read off the loop, within a time limit (file-probe.h).
+ * map_files needs CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN): docs/systemd.md. */
+static int probe_mapping(const EpProcTable *t, pid_t pid, uint64_t start, uint64_t end, dev_t dev, int *ret_fd,
+                         uint8_t ret_id[EP_FILE_ID_SIZE], uint64_t *ret_size) {
         char path[PATH_MAX];
-        int fd, n;
+        int n;
 
         n = snprintf(path, sizeof path, "%s/%d/map_files/%" PRIx64 "-%" PRIx64, t->proc_root, (int) pid, start, end);
         if (n < 0 || (size_t) n >= sizeof path)
                 return -ENAMETOOLONG;
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd >= 0 || !file_path || file_path[0] != '/')
-                return fd >= 0 ? fd : -errno;
-        /* map_files needs CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE); the path through the
-         * process's root works for files that still exist. */
-        n = snprintf(path, sizeof path, "%s/%d/root%s", t->proc_root, (int) pid, file_path);
-        if (n < 0 || (size_t) n >= sizeof path)
-                return -ENAMETOOLONG;
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        return fd >= 0 ? fd : -errno;
+        return ep_file_probe(t->prober, path, dev, ret_fd, ret_id, ret_size);
 }
 
 static int identify_by_proc(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
                             uint64_t *ret_size) {
         EpProcTable *t = userdata;
-        _cleanup_close_ int fd = open_mapping(t, pid, m->start, m->end, m->path);
 
-        if (fd < 0)
-                return fd;
-        return ep_file_id_from_fd(fd, ret_id, ret_size);
+        return probe_mapping(t, pid, m->start, m->end, makedev(m->dev_major, m->dev_minor), NULL, ret_id, ret_size);
 }
 
-static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t size, const char *path,
+static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t size, dev_t dev, const char *path,
                     uint32_t *ret_key) {
         void *slot;
         EpFile *f;
@@ -294,7 +295,7 @@ static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t 
                 t->cap_files = cap;
         }
         f = &t->files[t->n_files];
-        *f = (EpFile) { .key = (uint32_t) t->n_files + 1, .size = size };
+        *f = (EpFile) { .key = (uint32_t) t->n_files + 1, .size = size, .dev = dev };
         memcpy(f->id, id, EP_FILE_ID_SIZE);
         f->path = strdup(path);
         if (!f->path)
@@ -331,7 +332,7 @@ static uint32_t file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m) {
                 return 0;
         }
         key = ep_proc_table_find_file_id(t, id);
-        if (key == 0 && file_add(t, id, size, m->path, &key) < 0)
+        if (key == 0 && file_add(t, id, size, ik.dev, m->path, &key) < 0)
                 return 0;
         if (ep_hashmap_put(t->inodes, &ik, &slot) >= 0)
                 memcpy(slot, &key, sizeof key);
@@ -359,7 +360,7 @@ int ep_proc_table_set_vdso(EpProcTable *t, int fd) {
                 return r;
         key = ep_proc_table_find_file_id(t, id);
         if (key == 0) {
-                r = file_add(t, id, size, "[vdso]", &key);
+                r = file_add(t, id, size, 0, "[vdso]", &key);
                 if (r < 0)
                         return r;
         }
@@ -518,6 +519,7 @@ int ep_proc_table_open_file(EpProcTable *t, uint32_t key) {
         int passing = 0;
         size_t state = 0;
         EpProcess *p;
+        int r;
 
         if (!f)
                 return -ENOENT;
@@ -535,14 +537,14 @@ int ep_proc_table_open_file(EpProcTable *t, uint32_t key) {
 
                         if (m->file_key != key)
                                 continue;
-                        fd = open_mapping(t, p->pid, m->start, m->end, f->path);
-                        if (fd < 0) {
-                                if (ep_error_passing(fd)) /* not the file's fault: ask again */
-                                        passing = fd;
+                        r = probe_mapping(t, p->pid, m->start, m->end, f->dev, &fd, id, NULL);
+                        if (r < 0) {
+                                if (ep_error_passing(r)) /* not the file's fault: ask again */
+                                        passing = r;
                                 continue;
                         }
                         /* The pid or the mapping may have been reused since: check it is the file. */
-                        if (ep_file_id_from_fd(fd, id, NULL) < 0 || memcmp(id, f->id, EP_FILE_ID_SIZE) != 0)
+                        if (memcmp(id, f->id, EP_FILE_ID_SIZE) != 0)
                                 continue;
                         return TAKE_FD(fd);
                 }

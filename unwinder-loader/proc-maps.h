@@ -25,6 +25,7 @@ typedef struct EpFile {
         uint32_t key;
         uint8_t id[EP_FILE_ID_SIZE];
         uint64_t size;
+        dev_t dev;                  /* of the inode it was first seen as (file-probe.h) */
         char *path;                 /* as /proc/PID/maps showed it when first seen */
         uint64_t announced_gen;     /* trace ring generation it was last announced in */
 } EpFile;
@@ -102,6 +103,8 @@ const EpMapping *ep_process_find_mapping(const EpProcess *p, uint64_t addr);
 
 EpFile *ep_proc_table_file(EpProcTable *t, uint32_t key);
 size_t ep_proc_table_n_files(const EpProcTable *t);
+/* Opens and reads of mapped files that took too long (file-probe.h). */
+uint64_t ep_proc_table_probe_timeouts(const EpProcTable *t);
 /* The key of a known file ID, 0 when unknown. */
 uint32_t ep_proc_table_find_file_id(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE]);
 

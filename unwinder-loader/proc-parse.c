@@ -3,8 +3,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "macro.h"
 #include "proc-parse.h"
 
 static int parse_hex(const char **p, char stop, uint64_t *ret) {
@@ -104,8 +107,7 @@ int ep_parse_stat_starttime(const char *stat, uint64_t *ret_ticks) {
         return 0;
 }
 
-/* The value of the line "name:\t..." of /proc/PID/status text, or NULL. */
-static const char *status_field(const char *status, const char *name) {
+const char *ep_status_field(const char *status, const char *name) {
         size_t n = strlen(name);
         const char *line = status;
 
@@ -136,13 +138,42 @@ static int parse_id(const char **p, int64_t *ret) {
 }
 
 int ep_parse_status_ids(const char *status, EpStatusIds *ret) {
-        const char *tgid = status_field(status, "Tgid"), *uid = status_field(status, "Uid");
+        const char *tgid = ep_status_field(status, "Tgid"), *uid = ep_status_field(status, "Uid");
         EpStatusIds ids;
 
         if (!tgid || !uid || parse_id(&tgid, &ids.tgid) < 0 || parse_id(&uid, &ids.uid) < 0 ||
             parse_id(&uid, &ids.euid) < 0)
                 return -EINVAL;
         *ret = ids;
+        return 0;
+}
+
+int ep_parse_status_nspid(const char *status, pid_t *ret) {
+        const char *p = ep_status_field(status, "NSpid");
+
+        if (!p)
+                return -ENOENT;
+
+        /* The last number on the line is the pid in the innermost namespace. */
+        long last = -1;
+        for (;;) {
+                char *end;
+                long v;
+
+                while (*p == ' ' || *p == '\t')
+                        p++;
+                if (*p == '\n' || *p == '\0')
+                        break;
+                errno = 0;
+                v = strtol(p, &end, 10);
+                if (end == p || errno != 0 || v <= 0 || v > INT32_MAX)
+                        return -EINVAL;
+                last = v;
+                p = end;
+        }
+        if (last < 0)
+                return -ENOENT;
+        *ret = (pid_t) last;
         return 0;
 }
 
@@ -202,4 +233,17 @@ int ep_parse_cpu_list(const char *s, bool *ret, size_t n) {
                         return -EINVAL;
         }
         return count;
+}
+
+int ep_read_status(int proc_dirfd, char *buf, size_t size) {
+        _cleanup_close_ int fd = openat(proc_dirfd, "status", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        ssize_t n;
+
+        if (fd < 0)
+                return errno == ENOENT ? -ESRCH : -errno;
+        n = read(fd, buf, size - 1);
+        if (n < 0)
+                return errno == ESRCH ? -ESRCH : -errno;
+        buf[n] = '\0';
+        return 0;
 }

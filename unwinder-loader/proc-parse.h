@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* One line of /proc/PID/maps:
  *   START-END PERMS PGOFF MAJOR:MINOR INODE [PATH]
@@ -35,6 +36,19 @@ typedef struct EpStatusIds {
         int64_t tgid;         /* its process (thread group) */
         int64_t uid, euid;    /* real and effective user, as seen from our user namespace */
 } EpStatusIds;
+
+/* The value of the line "name:..." of /proc/PID/status text (after the colon), or NULL. A comm
+ * cannot fake a line: the kernel escapes its newlines. */
+const char *ep_status_field(const char *status, const char *name);
+
+/* "NSpid:" of /proc/PID/status text: the innermost pid (the one the process writes into its
+ * perf map's name). Returns -ENOENT when the field is missing. */
+int ep_parse_status_nspid(const char *status, pid_t *ret);
+
+/* Reads the first size - 1 bytes of "status" in the /proc/PID directory proc_dirfd, NUL-
+ * terminated: the identity lines come first (the list of groups that can make it long comes
+ * after them). -ESRCH when the process is gone. */
+int ep_read_status(int proc_dirfd, char *buf, size_t size);
 
 /* /proc/PID/status: the "Tgid:" and "Uid:" lines (-EINVAL when either is missing or
  * malformed). */

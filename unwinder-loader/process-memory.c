@@ -3,9 +3,10 @@
 /* Whose memory the symbolizer may read (Loader1.OpenProcessMemory). The symbolizer is the
  * least trusted daemon (it parses every binary on the host), so a descriptor of a process's
  * memory goes to it only where a frame needs one: a process the loader tracks, that runs a
- * runtime the loader walks, and that is neither one of the profiler's own daemons (the
- * exporter holds a backend's credentials) nor one that made its memory private (not
- * dumpable: gpg-agent, ssh-agent, anything after a set-user-ID exec). The descriptor reads the
+ * runtime the loader walks, and that is neither the loader nor one that made its memory
+ * private (not dumpable: gpg-agent, ssh-agent, anything after a set-user-ID exec); the bus
+ * layer also refuses the other daemons of the profiler (the exporter holds a backend's
+ * credentials), which it asks the bus about. The descriptor reads the
  * whole address space: docs/ARCHITECTURE.md ("Process memory") says why not less.
  *
  * Everything is looked at through one directory descriptor of /proc/PID, opened first: the
@@ -19,19 +20,13 @@
 #include "loader.h"
 #include "proc-parse.h"
 
-/* The identity of dirfd's task. Tgid and Uid are in the first lines of status (the groups
- * list that may make it long comes after them). */
+/* The identity of dirfd's task. */
 static int read_ids(int dirfd, EpStatusIds *ret) {
-        _cleanup_close_ int fd = openat(dirfd, "status", O_RDONLY | O_CLOEXEC | O_NOCTTY);
         char buf[4096];
-        ssize_t n;
+        int r = ep_read_status(dirfd, buf, sizeof buf);
 
-        if (fd < 0)
-                return errno == ENOENT ? -ESRCH : -errno;
-        n = read(fd, buf, sizeof buf - 1);
-        if (n < 0)
-                return errno == ENOENT ? -ESRCH : -errno;
-        buf[n] = '\0';
+        if (r < 0)
+                return r;
         return ep_parse_status_ids(buf, ret) < 0 ? -ESRCH : 0;
 }
 
@@ -56,16 +51,7 @@ static EpProcess *current_process(Loader *l, pid_t pid) {
         return p;
 }
 
-static bool is_ours(pid_t pid, const pid_t *ours, size_t n_ours) {
-        if (pid == getpid())
-                return true;
-        for (size_t i = 0; i < n_ours; i++)
-                if (ours[i] == pid)
-                        return true;
-        return false;
-}
-
-int loader_open_process_memory(Loader *l, pid_t pid, const pid_t *ours, size_t n_ours, LoaderProcessMemory *ret) {
+int loader_open_process_memory(Loader *l, pid_t pid, LoaderProcessMemory *ret) {
         _cleanup_close_ int dirfd = -EBADF, fd = -EBADF;
         EpStatusIds ids;
         char path[32];
@@ -95,7 +81,7 @@ int loader_open_process_memory(Loader *l, pid_t pid, const pid_t *ours, size_t n
                 return -ESRCH;
         if (!p->runtime)
                 return loader_runtimes_detecting(l, p) ? -EAGAIN : -ENOMEDIUM;
-        if (is_ours(pid, ours, n_ours))
+        if (pid == getpid())
                 return -EPERM;
         /* Not dumpable: the kernel gives the files in /proc/PID of such a process (not the
          * directory) to root of its user namespace instead of its effective user, as of the

@@ -7,6 +7,7 @@ of profiled runtimes only; and a consumer of a shared-memory ring that writes im
 positions into it (the less privileged side) cannot harm the daemon that writes the records."""
 
 import grp
+import hashlib
 import json
 import mmap
 import os
@@ -16,10 +17,11 @@ import signal
 import struct
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
-from conftest import Profiler, need_root, read_lines
+from conftest import Profiler, need_root, read_lines, uncached_copy
 from waiting import wait_until
 
 SYMBOLIZER_USER = "ebpf-profiler-symbolizer"  # run's default for the symbolizer
@@ -268,3 +270,69 @@ def test_a_consumer_writing_impossible_ring_positions_harms_no_producer(profiler
             return profiler.prop("Exporter", "Intervals") > before
         wait_until(exported, "an interval exported after the ring was taken over", 120, interval=1)
     assert profiler.daemon_pid(daemon) == producer_pid
+
+
+# Maps its argument executable and spins; unmaps it when a line comes on stdin.
+MAP_THEN_UNMAP = r"""
+import mmap, sys, threading
+with open(sys.argv[1], "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC)
+def unmap():
+    sys.stdin.readline()
+    m.close()
+    print("unmapped", flush=True)
+threading.Thread(target=unmap, daemon=True).start()
+print("mapped", flush=True)
+while True:
+    pass
+"""
+
+
+def file_id(path):
+    """The file ID the loader gives a file (common/file-id.c: SHA-256 of its first and last 4 KiB
+    and its size, 16 bytes)."""
+    data = Path(path).read_bytes()
+    n = min(len(data), 4096)
+    return hashlib.sha256(data[:n] + data[len(data) - n:] + len(data).to_bytes(8, "big")).digest()[:16]
+
+
+def open_file(profiler, fid):
+    """Loader1.OpenFile(fid) as the symbolizer asks it; the CompletedProcess of busctl."""
+    return subprocess.run(["busctl", f"--address={profiler.bus}", "--timeout=25", "call", "org.ebpfprofiler.Loader1",
+                           "/org/ebpfprofiler/Loader1", "org.ebpfprofiler.Loader1", "OpenFile", "ay", "16",
+                           *map(str, fid)], capture_output=True, text=True, timeout=60)
+
+
+def test_a_mapped_file_swapped_for_a_fifo_blocks_no_daemon(profiler, tmp_path):
+    """A process maps a library, unmaps it and puts a FIFO where it was. The loader, asked for
+    the file (as the symbolizer asks for what it must read), opens only the mapped inode and
+    only a regular file: it answers that the file is gone instead of waiting in open() on a
+    FIFO nobody writes (the root daemon's loop stopped, its watchdog killing it, at will)."""
+    tmp_path.chmod(0o755)
+    lib = uncached_copy("/usr/lib/x86_64-linux-gnu/libz.so.1", tmp_path / "libhostile.so")
+    fid = file_id(lib)
+    p = subprocess.Popen(["/usr/bin/python3", "-c", MAP_THEN_UNMAP, str(lib)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+    try:
+        read_lines(p, 1)
+        wait_until(lambda: str(lib) in [row[0] for row in profiler.tables(p.pid) or ()],
+                   f"the loader to know {lib} mapped by {p.pid}", 120)
+        r = open_file(profiler, fid)
+        assert r.returncode == 0 and r.stdout.startswith("h "), (r.stdout, r.stderr)
+
+        p.stdin.write(b"unmap\n")
+        p.stdin.flush()
+        assert read_lines(p, 1) == ["unmapped"]
+        lib.unlink()
+        os.mkfifo(lib)
+        r = open_file(profiler, fid)
+        assert r.returncode != 0 and "any more" in r.stderr, (r.stdout, r.stderr)
+        assert profiler.prop("Loader", "Frequency") > 0  # and it answers on
+    finally:
+        p.kill()
+        p.wait()
+        if lib.is_fifo():  # a reader stuck in open() (before the fix) gets a writer and ends
+            try:
+                os.close(os.open(lib, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "jit-map-open.h"
+#include "proc-parse.h"
 #include "tests.h"
 
 #define NOBODY 65534

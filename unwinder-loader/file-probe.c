@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "file-probe.h"
+#include "log.h"
+
+#define PROBE_STACK_SIZE (256u * 1024u)
+
+typedef struct StuckDevice {
+        dev_t dev;
+        unsigned n;
+} StuckDevice;
+
+struct EpFileProber {
+        pthread_mutex_t lock;
+        unsigned refs; /* the owner's, and one per probe not ended */
+        ep_file_probe_work_t work;
+        StuckDevice stuck[EP_FILE_PROBE_STUCK_MAX];
+        unsigned n_stuck; /* probes abandoned and still running */
+        uint64_t timeouts;
+};
+
+typedef struct Probe {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        unsigned refs; /* the waiter's and the thread's */
+        bool done, abandoned;
+        EpFileProber *prober;
+        dev_t dev;
+        bool identify;
+        int error;
+        EpFileProbeResult result;
+        char path[];
+} Probe;
+
+/* The regular file at path, non-blocking while it is opened (in case it is no longer the
+ * regular file stat() saw), then blocking again for whoever reads it. */
+static int probe_work(const char *path, bool identify, EpFileProbeResult *ret) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        int r;
+
+        if (stat(path, &st) < 0) /* before the open, which would call a device's driver */
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
+                return -errno;
+        if (identify) {
+                r = ep_file_id_from_fd(fd, ret->id, &ret->size);
+                if (r < 0)
+                        return r;
+        }
+        ret->fd = TAKE_FD(fd);
+        return 0;
+}
+
+int ep_file_prober_new(EpFileProber **ret) {
+        EpFileProber *p = calloc(1, sizeof *p);
+
+        if (!p)
+                return -ENOMEM;
+        pthread_mutex_init(&p->lock, NULL);
+        p->refs = 1;
+        p->work = probe_work;
+        *ret = p;
+        return 0;
+}
+
+static void prober_unref(EpFileProber *p) {
+        bool last;
+
+        pthread_mutex_lock(&p->lock);
+        last = --p->refs == 0;
+        pthread_mutex_unlock(&p->lock);
+        if (!last)
+                return;
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+}
+
+EpFileProber *ep_file_prober_free(EpFileProber *p) {
+        if (p)
+                prober_unref(p);
+        return NULL;
+}
+
+void ep_file_prober_set_work(EpFileProber *p, ep_file_probe_work_t work) {
+        p->work = work;
+}
+
+/* Under p->lock: the entry of dev among the stuck devices, or NULL. */
+static StuckDevice *stuck_device(EpFileProber *p, dev_t dev) {
+        for (unsigned i = 0; i < EP_FILE_PROBE_STUCK_MAX; i++)
+                if (p->stuck[i].n > 0 && p->stuck[i].dev == dev)
+                        return &p->stuck[i];
+        return NULL;
+}
+
+static bool prober_refuses(EpFileProber *p, dev_t dev) {
+        bool refused;
+
+        pthread_mutex_lock(&p->lock);
+        refused = p->n_stuck >= EP_FILE_PROBE_STUCK_MAX || stuck_device(p, dev);
+        pthread_mutex_unlock(&p->lock);
+        return refused;
+}
+
+static void prober_stick(EpFileProber *p, dev_t dev) {
+        StuckDevice *d;
+
+        pthread_mutex_lock(&p->lock);
+        d = stuck_device(p, dev);
+        for (unsigned i = 0; !d && i < EP_FILE_PROBE_STUCK_MAX; i++)
+                if (p->stuck[i].n == 0)
+                        d = &p->stuck[i];
+        if (d) { /* there is room: n_stuck < EP_FILE_PROBE_STUCK_MAX (prober_refuses()) */
+                d->dev = dev;
+                d->n++;
+        }
+        p->n_stuck++;
+        p->timeouts++;
+        pthread_mutex_unlock(&p->lock);
+}
+
+static void prober_unstick(EpFileProber *p, dev_t dev) {
+        StuckDevice *d;
+
+        pthread_mutex_lock(&p->lock);
+        d = stuck_device(p, dev);
+        if (d)
+                d->n--;
+        p->n_stuck--;
+        pthread_mutex_unlock(&p->lock);
+}
+
+static void probe_unref(Probe *j) {
+        bool last;
+
+        pthread_mutex_lock(&j->lock);
+        last = --j->refs == 0;
+        pthread_mutex_unlock(&j->lock);
+        if (!last)
+                return;
+        if (j->done && j->result.fd >= 0)
+                (void) close(j->result.fd); /* not taken by the waiter */
+        prober_unref(j->prober);
+        pthread_cond_destroy(&j->cond);
+        pthread_mutex_destroy(&j->lock);
+        free(j);
+}
+
+static void *probe_thread(void *userdata) {
+        Probe *j = userdata;
+        EpFileProbeResult result = { .fd = -EBADF };
+        int r = j->prober->work(j->path, j->identify, &result);
+
+        pthread_mutex_lock(&j->lock);
+        if (j->abandoned) {
+                if (r >= 0)
+                        (void) close(result.fd);
+                prober_unstick(j->prober, j->dev);
+        } else {
+                j->error = r;
+                j->result = result;
+                j->done = true;
+                pthread_cond_signal(&j->cond);
+        }
+        pthread_mutex_unlock(&j->lock);
+        probe_unref(j);
+        return NULL;
+}
+
+/* A detached thread running j, with every signal blocked (the loop reads them from a
+ * signalfd) and a small stack. */
+static int probe_start(Probe *j) {
+        sigset_t all, saved;
+        pthread_attr_t attr;
+        pthread_t thread;
+        int r;
+
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, PROBE_STACK_SIZE);
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &saved);
+        r = pthread_create(&thread, &attr, probe_thread, j);
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        pthread_attr_destroy(&attr);
+        return -r;
+}
+
+static Probe *probe_new(EpFileProber *p, const char *path, dev_t dev, bool identify) {
+        size_t len = strlen(path);
+        pthread_condattr_t attr;
+        Probe *j = calloc(1, sizeof *j + len + 1);
+
+        if (!j)
+                return NULL;
+        pthread_mutex_init(&j->lock, NULL);
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&j->cond, &attr);
+        pthread_condattr_destroy(&attr);
+        j->refs = 2;
+        j->prober = p;
+        j->dev = dev;
+        j->identify = identify;
+        j->result.fd = -EBADF;
+        memcpy(j->path, path, len + 1);
+        pthread_mutex_lock(&p->lock);
+        p->refs++;
+        pthread_mutex_unlock(&p->lock);
+        return j;
+}
+
+/* Waits until j is done or the deadline passed; with j->lock held. */
+static void probe_wait(Probe *j) {
+        struct timespec deadline;
+
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += EP_FILE_PROBE_WAIT_MS / 1000;
+        deadline.tv_nsec += (long) (EP_FILE_PROBE_WAIT_MS % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+                deadline.tv_sec++;
+                deadline.tv_nsec -= 1000000000L;
+        }
+        while (!j->done)
+                if (pthread_cond_timedwait(&j->cond, &j->lock, &deadline) == ETIMEDOUT)
+                        break;
+}
+
+int ep_file_probe(EpFileProber *p, const char *path, dev_t dev, int *ret_fd, uint8_t ret_id[EP_FILE_ID_SIZE],
+                  uint64_t *ret_size) {
+        Probe *j;
+        int r;
+
+        if (prober_refuses(p, dev))
+                return -ETIMEDOUT;
+        j = probe_new(p, path, dev, ret_id != NULL);
+        if (!j)
+                return -ENOMEM;
+        r = probe_start(j);
+        if (r < 0) {
+                j->refs = 1; /* no thread */
+                probe_unref(j);
+                return r;
+        }
+
+        pthread_mutex_lock(&j->lock);
+        probe_wait(j);
+        if (!j->done) {
+                j->abandoned = true;
+                prober_stick(p, dev);
+                pthread_mutex_unlock(&j->lock);
+                log_notice("Opening or reading %s took longer than %u ms: left to a thread of its own, and files "
+                           "of its device (%u:%u) are not looked at until it ends.", path, EP_FILE_PROBE_WAIT_MS,
+                           major(dev), minor(dev));
+                probe_unref(j);
+                return -ETIMEDOUT;
+        }
+        r = j->error;
+        if (r >= 0) {
+                if (ret_id) {
+                        memcpy(ret_id, j->result.id, EP_FILE_ID_SIZE);
+                        if (ret_size)
+                                *ret_size = j->result.size;
+                }
+                if (ret_fd)
+                        *ret_fd = TAKE_FD(j->result.fd);
+        }
+        pthread_mutex_unlock(&j->lock);
+        probe_unref(j);
+        return r;
+}
+
+uint64_t ep_file_prober_timeouts(const EpFileProber *p) {
+        return p->timeouts; /* written by the waiter's thread only (prober_stick()) */
+}
+
+unsigned ep_file_prober_stuck(EpFileProber *p) {
+        unsigned n;
+
+        pthread_mutex_lock(&p->lock);
+        n = p->n_stuck;
+        pthread_mutex_unlock(&p->lock);
+        return n;
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Opening and identifying the files processes map, without letting a process stop the loader.
+ * A file is opened by a path that names the mapped inode itself (/proc/PID/map_files), and
+ * only if it is a regular file; but a regular file can sit on a file system a user serves
+ * (FUSE) or on a disk that stopped answering, and an open or a read of it can then wait
+ * forever. The loader's event loop must not: its watchdog would kill it, and the user could
+ * repeat that at will. So each probe runs on a thread of its own and the loop waits for its
+ * answer at most EP_FILE_PROBE_WAIT_MS. A probe that takes longer is a passing failure
+ * (-ETIMEDOUT: the mapping is looked at again later), and its thread is left to end by itself;
+ * while a probe of a device is stuck, no other probe of that device starts (-ETIMEDOUT at
+ * once), so one hostile mount costs one thread and one wait, not one per file. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "file-id.h"
+#include "macro.h"
+
+#define EP_FILE_PROBE_WAIT_MS 200
+#define EP_FILE_PROBE_STUCK_MAX 64 /* stuck probes at most; beyond, every probe is refused */
+
+typedef struct EpFileProber EpFileProber;
+
+/* What a probe does on its thread: path opened (a descriptor, or a negative errno), and with
+ * identify, the file's ID and size. Replaceable for tests (ep_file_prober_set_work()). */
+typedef struct EpFileProbeResult {
+        int fd;
+        uint8_t id[EP_FILE_ID_SIZE];
+        uint64_t size;
+} EpFileProbeResult;
+typedef int (*ep_file_probe_work_t)(const char *path, bool identify, EpFileProbeResult *ret);
+
+int ep_file_prober_new(EpFileProber **ret);
+/* Stuck probes keep what they need: freeing never waits for them. */
+EpFileProber *ep_file_prober_free(EpFileProber *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EpFileProber *, ep_file_prober_free);
+void ep_file_prober_set_work(EpFileProber *p, ep_file_probe_work_t work);
+
+/* The regular file at path (on device dev), opened read-only: its descriptor in *ret_fd when
+ * ret_fd is given, its ID and size when ret_id is given. -EBADFD: not a regular file;
+ * -ETIMEDOUT: it did not answer in time (or its device has a probe stuck); else the errno. */
+int ep_file_probe(EpFileProber *p, const char *path, dev_t dev, int *ret_fd, uint8_t ret_id[EP_FILE_ID_SIZE],
+                  uint64_t *ret_size);
+
+/* Probes that did not answer in time, and those of them still running. */
+uint64_t ep_file_prober_timeouts(const EpFileProber *p);
+unsigned ep_file_prober_stuck(EpFileProber *p);
