@@ -18,13 +18,21 @@ typedef struct InodeKey {
         uint64_t dev, ino;
 } InodeKey;
 
+/* What an inode was identified as, while a mapping of a live process maps it: once none does,
+ * the inode number may be given to another file, which must be identified on its own (an
+ * inode in use cannot be reused, so as long as one mapping holds it the key is right). */
+typedef struct InodeEntry {
+        uint32_t file_key;
+        uint32_t users; /* mappings of tracked processes */
+} InodeEntry;
+
 struct EpProcTable {
         char *proc_root;
         EpFileProber *prober; /* opens and identifies mapped files off the loop */
         uint64_t boot_to_realtime_ns; /* CLOCK_REALTIME - CLOCK_BOOTTIME */
         uint64_t tick_ns;
         EpHashmap *procs;  /* pid_t → EpProcess * */
-        EpHashmap *inodes; /* InodeKey → uint32_t file_key */
+        EpHashmap *inodes; /* InodeKey → InodeEntry */
         EpHashmap *ids;    /* file ID → uint32_t file_key */
         EpFile *files;     /* files[key - 1] */
         size_t n_files, cap_files;
@@ -64,7 +72,7 @@ int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns
                 return -ENOMEM;
         t->proc_root = strdup(proc_root ?: "/proc");
         t->procs = ep_hashmap_new(sizeof(pid_t), sizeof(EpProcess *));
-        t->inodes = ep_hashmap_new(sizeof(InodeKey), sizeof(uint32_t));
+        t->inodes = ep_hashmap_new(sizeof(InodeKey), sizeof(InodeEntry));
         t->ids = ep_hashmap_new(EP_FILE_ID_SIZE, sizeof(uint32_t));
         if (!t->proc_root || !t->procs || !t->inodes || !t->ids || ep_file_prober_new(&t->prober) < 0)
                 return -ENOMEM;
@@ -77,9 +85,36 @@ int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns
         return 0;
 }
 
-static EpProcess *process_free(EpProcess *p) {
+/* The inodes of mappings v[0..n) get one user more (delta 1) or less (-1); an inode with no
+ * user left is forgotten. */
+static void inodes_use(EpProcTable *t, const EpMapping *v, size_t n, int delta) {
+        for (size_t i = 0; i < n; i++) {
+                InodeKey ik = { .dev = v[i].dev, .ino = v[i].ino };
+                void *slot;
+                InodeEntry e;
+
+                if (v[i].ino == 0 || v[i].file_key == 0 || !(slot = ep_hashmap_get(t->inodes, &ik)))
+                        continue;
+                memcpy(&e, slot, sizeof e);
+                e.users += (uint32_t) delta;
+                if (e.users == 0)
+                        (void) ep_hashmap_remove(t->inodes, &ik, NULL);
+                else
+                        memcpy(slot, &e, sizeof e);
+        }
+}
+
+void ep_process_release_inodes(EpProcTable *t, EpProcess *p) {
+        if (p->inodes_released)
+                return;
+        inodes_use(t, p->mappings, p->n_mappings, -1);
+        p->inodes_released = true;
+}
+
+static EpProcess *process_free(EpProcTable *t, EpProcess *p) {
         if (!p)
                 return NULL;
+        ep_process_release_inodes(t, p);
         free(p->exe);
         free(p->mappings);
         free(p->held_files);
@@ -94,7 +129,7 @@ EpProcTable *ep_proc_table_free(EpProcTable *t) {
         if (!t)
                 return NULL;
         while (t->procs && ep_proc_table_iterate(t, &state, &p))
-                process_free(p);
+                process_free(t, p);
         ep_hashmap_free(t->procs);
         ep_hashmap_free(t->inodes);
         ep_hashmap_free(t->ids);
@@ -322,7 +357,7 @@ static uint32_t file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m) {
 
         slot = ep_hashmap_get(t->inodes, &ik);
         if (slot)
-                return load_u32(slot);
+                return load_u32(slot); /* InodeEntry.file_key comes first */
         LOG_CONTEXT_PID(pid);
         LOG_CONTEXT_FILE(m->path);
 
@@ -335,7 +370,7 @@ static uint32_t file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m) {
         if (key == 0 && file_add(t, id, size, ik.dev, m->path, &key) < 0)
                 return 0;
         if (ep_hashmap_put(t->inodes, &ik, &slot) >= 0)
-                memcpy(slot, &key, sizeof key);
+                memcpy(slot, &(InodeEntry) { .file_key = key }, sizeof(InodeEntry)); /* its mapping uses it next */
         return key;
 }
 
@@ -410,11 +445,18 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
                         .pgoff = m.pgoff,
                         .file_key = ep_maps_line_is_file(&m) ? file_key_for(t, p->pid, &m) : vdso_key_for(t, &m),
                 };
+                if (ep_maps_line_is_file(&m)) {
+                        v[n - 1].dev = makedev(m.dev_major, m.dev_minor);
+                        v[n - 1].ino = m.inode;
+                }
         }
         if (ferror(maps))
                 return -EIO;
         if (!mappings_equal(v, n, p->mappings, p->n_mappings))
                 p->maps_gen++;
+        inodes_use(t, v, n, 1); /* the new set first: an inode in both never has no user */
+        ep_process_release_inodes(t, p);
+        p->inodes_released = false;
         free(p->mappings);
         p->mappings = TAKE_PTR(v);
         p->n_mappings = n;
@@ -451,6 +493,7 @@ int ep_process_refresh(EpProcTable *t, EpProcess *p) {
                 if (!p->gone)
                         log_debug_errno(r, "Cannot read /proc/%d: %m", (int) p->pid);
                 p->gone = true;
+                ep_process_release_inodes(t, p);
                 return 0;
         }
         p->gone = false;
@@ -468,14 +511,14 @@ int ep_proc_table_add(EpProcTable *t, pid_t pid, EpProcess **ret) {
         p->pid = pid;
         r = ep_hashmap_put(t->procs, &pid, &slot);
         if (r < 0) {
-                process_free(p);
+                process_free(t, p);
                 return r;
         }
         if (r == 0) { /* replaces a stale entry */
                 EpProcess *old = load_ptr(slot);
                 if (t->forget)
                         t->forget(old, t->forget_userdata);
-                process_free(old);
+                process_free(t, old);
         }
         memcpy(slot, &p, sizeof p);
         if (pid != 0)
@@ -494,7 +537,7 @@ void ep_proc_table_remove(EpProcTable *t, pid_t pid) {
         if (ep_hashmap_remove(t->procs, &pid, &p) > 0) {
                 if (t->forget)
                         t->forget(p, t->forget_userdata);
-                process_free(p);
+                process_free(t, p);
         }
 }
 

@@ -18,6 +18,7 @@
 
 typedef struct EpMapping {
         uint64_t start, end, pgoff;
+        uint64_t dev, ino; /* the inode it maps; 0 for none (anonymous, the vDSO) */
         uint32_t file_key; /* 0: anonymous, or the file could not be identified */
 } EpMapping;
 
@@ -45,6 +46,7 @@ typedef struct EpProcess {
         uint64_t reread_interval_ns; /* trace-convert.c: back-off of re-reads for unknown PCs */
         bool maps_stale;             /* execve() seen: read again before the next lookup */
         bool gone;                   /* /proc/PID could not be read */
+        bool inodes_released;        /* ep_process_release_inodes() was called */
         uint64_t exit_boot_ns;       /* CLOCK_BOOTTIME of the exit event, 0 while alive */
         uint64_t exit_seen_ns;       /* CLOCK_MONOTONIC when the exit was seen */
         uint64_t announced_gen;
@@ -94,6 +96,10 @@ size_t ep_proc_table_n_processes(const EpProcTable *t);
 /* Re-reads metadata (when the process was replaced by a new one with the same pid or exec'd)
  * and the mappings. Returns 1 when the process identity or metadata changed. */
 int ep_process_refresh(EpProcTable *t, EpProcess *p);
+/* p exited: the inodes it maps are no longer held by it (their numbers may be reused), while
+ * its mappings stay for the traces in flight. Done by ep_process_refresh() when the process is
+ * gone and when it is forgotten, at most once. */
+void ep_process_release_inodes(EpProcTable *t, EpProcess *p);
 /* Replaces the mappings with those parsed from a maps text (the parser behind
  * ep_process_refresh; exposed for tests). */
 int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps);

@@ -529,6 +529,7 @@ static void handle_exit(Loader *l, const struct ep_bpf_task_event *e) {
                 return;
         p->exit_boot_ns = e->time_ns;
         p->exit_seen_ns = ep_now_ns(CLOCK_MONOTONIC);
+        ep_process_release_inodes(l->procs, p);
         if (p->n_deferred > 0)
                 p->exit_announce_pending = true; /* after its waiting samples */
         else

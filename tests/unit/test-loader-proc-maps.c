@@ -206,6 +206,70 @@ static void test_mapping_cache(void) {
         ep_proc_table_remove(t, 4242);
         CHECK(ep_proc_table_get(t, 4242) == NULL);
         CHECK(ep_proc_table_n_processes(t) == 1);
+
+        /* While one process still maps them, the inodes keep their keys. */
+        CHECK(ep_proc_table_add(t, 4244, &p) == 0);
+        f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
+        assert(f);
+        CHECK(ep_process_load_maps(t, p, f) == 0);
+        fclose(f);
+        CHECK(identify_calls == 7); /* the unreadable one again, nothing else */
+
+        /* Once no process maps an inode, its number may belong to another file the next time it
+         * is seen (a library deleted, a new file given its inode): it is identified anew. */
+        ep_proc_table_remove(t, 4243);
+        ep_proc_table_remove(t, 4244);
+        CHECK(ep_proc_table_add(t, 4245, &p) == 0);
+        f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
+        assert(f);
+        CHECK(ep_process_load_maps(t, p, f) == 0);
+        fclose(f);
+        CHECK(identify_calls == 12);
+        m = ep_process_find_mapping(p, 0x55d0c8a01000);
+        CHECK(m && m->file_key == prog_key); /* the same content: the same file */
+
+        /* A process whose mappings change lets go of the inodes it no longer maps. */
+        f = fmemopen((void *) "", 0, "r");
+        assert(f);
+        CHECK(ep_process_load_maps(t, p, f) == 0);
+        fclose(f);
+        CHECK(p->n_mappings == 0);
+        f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
+        assert(f);
+        CHECK(ep_process_load_maps(t, p, f) == 0);
+        fclose(f);
+        CHECK(identify_calls == 17);
+
+        /* An exited process lets go of its inodes at once (its mappings stay for the traces in
+         * flight), and only once: forgetting it later takes nothing from another's. */
+        {
+                EpProcess *q;
+
+                CHECK(ep_proc_table_add(t, 4246, &q) == 0);
+                f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
+                assert(f);
+                CHECK(ep_process_load_maps(t, q, f) == 0);
+                fclose(f);
+                CHECK(identify_calls == 18); /* the unreadable one */
+                ep_process_release_inodes(t, p);
+                ep_process_release_inodes(t, p);
+                CHECK(p->n_mappings == 8);
+                ep_proc_table_remove(t, 4245);
+                CHECK(ep_proc_table_add(t, 4247, &p) == 0);
+                f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
+                assert(f);
+                CHECK(ep_process_load_maps(t, p, f) == 0);
+                fclose(f);
+                CHECK(identify_calls == 19); /* 4246 holds the others */
+                ep_process_release_inodes(t, q);
+                ep_process_release_inodes(t, p);
+                CHECK(ep_proc_table_add(t, 4248, &p) == 0);
+                f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
+                assert(f);
+                CHECK(ep_process_load_maps(t, p, f) == 0);
+                fclose(f);
+                CHECK(identify_calls == 24);
+        }
 }
 
 static void test_status_ids(void) {
