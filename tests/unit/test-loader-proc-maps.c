@@ -129,11 +129,19 @@ static const char maps_text[] =
         "7ffd4b5f2000-7ffd4b5f4000 r-xp 00000000 00:00 0 [vdso]\n"
         "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]\n";
 
+/* Loads text as p's /proc/PID/maps. */
+static void load_maps(EpProcTable *t, EpProcess *p, const char *text) {
+        FILE *f = fmemopen((void *) text, strlen(text), "r");
+
+        assert(f);
+        CHECK(ep_process_load_maps(t, p, f) == 0);
+        fclose(f);
+}
+
 static void test_mapping_cache(void) {
         _cleanup_(ep_proc_table_freep) EpProcTable *t = NULL;
         const EpMapping *m;
         EpProcess *p;
-        FILE *f;
         uint32_t prog_key, libc_key;
 
         CHECK(ep_proc_table_new("/nonexistent-proc", 0, &t) == 0);
@@ -145,10 +153,7 @@ static void test_mapping_cache(void) {
         CHECK(ep_proc_table_get(t, 4242) == p);
         CHECK(ep_proc_table_n_processes(t) == 1);
 
-        f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
-        assert(f);
-        CHECK(ep_process_load_maps(t, p, f) == 0);
-        fclose(f);
+        load_maps(t, p, maps_text);
 
         /* executable mappings only: prog, anon rwx, libc, libsame x2, unreadable, vdso, vsyscall */
         CHECK(p->n_mappings == 8);
@@ -186,10 +191,7 @@ static void test_mapping_cache(void) {
 
         /* A second process mapping the same files reuses the keys without identifying again. */
         CHECK(ep_proc_table_add(t, 4243, &p) == 0);
-        f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
-        assert(f);
-        CHECK(ep_process_load_maps(t, p, f) == 0);
-        fclose(f);
+        load_maps(t, p, maps_text);
         CHECK(identify_calls == 6); /* only the unreadable one is retried */
         m = ep_process_find_mapping(p, 0x55d0c8a01000);
         CHECK(m && m->file_key == prog_key);
@@ -209,10 +211,7 @@ static void test_mapping_cache(void) {
 
         /* While one process still maps them, the inodes keep their keys. */
         CHECK(ep_proc_table_add(t, 4244, &p) == 0);
-        f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
-        assert(f);
-        CHECK(ep_process_load_maps(t, p, f) == 0);
-        fclose(f);
+        load_maps(t, p, maps_text);
         CHECK(identify_calls == 7); /* the unreadable one again, nothing else */
 
         /* Once no process maps an inode, its number may belong to another file the next time it
@@ -220,24 +219,15 @@ static void test_mapping_cache(void) {
         ep_proc_table_remove(t, 4243);
         ep_proc_table_remove(t, 4244);
         CHECK(ep_proc_table_add(t, 4245, &p) == 0);
-        f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
-        assert(f);
-        CHECK(ep_process_load_maps(t, p, f) == 0);
-        fclose(f);
+        load_maps(t, p, maps_text);
         CHECK(identify_calls == 12);
         m = ep_process_find_mapping(p, 0x55d0c8a01000);
         CHECK(m && m->file_key == prog_key); /* the same content: the same file */
 
         /* A process whose mappings change lets go of the inodes it no longer maps. */
-        f = fmemopen((void *) "", 0, "r");
-        assert(f);
-        CHECK(ep_process_load_maps(t, p, f) == 0);
-        fclose(f);
+        load_maps(t, p, "");
         CHECK(p->n_mappings == 0);
-        f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
-        assert(f);
-        CHECK(ep_process_load_maps(t, p, f) == 0);
-        fclose(f);
+        load_maps(t, p, maps_text);
         CHECK(identify_calls == 17);
 
         /* An exited process lets go of its inodes at once (its mappings stay for the traces in
@@ -246,28 +236,19 @@ static void test_mapping_cache(void) {
                 EpProcess *q;
 
                 CHECK(ep_proc_table_add(t, 4246, &q) == 0);
-                f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
-                assert(f);
-                CHECK(ep_process_load_maps(t, q, f) == 0);
-                fclose(f);
+                load_maps(t, q, maps_text);
                 CHECK(identify_calls == 18); /* the unreadable one */
                 ep_process_release_inodes(t, p);
                 ep_process_release_inodes(t, p);
                 CHECK(p->n_mappings == 8);
                 ep_proc_table_remove(t, 4245);
                 CHECK(ep_proc_table_add(t, 4247, &p) == 0);
-                f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
-                assert(f);
-                CHECK(ep_process_load_maps(t, p, f) == 0);
-                fclose(f);
+                load_maps(t, p, maps_text);
                 CHECK(identify_calls == 19); /* 4246 holds the others */
                 ep_process_release_inodes(t, q);
                 ep_process_release_inodes(t, p);
                 CHECK(ep_proc_table_add(t, 4248, &p) == 0);
-                f = fmemopen((void *) maps_text, sizeof maps_text - 1, "r");
-                assert(f);
-                CHECK(ep_process_load_maps(t, p, f) == 0);
-                fclose(f);
+                load_maps(t, p, maps_text);
                 CHECK(identify_calls == 24);
         }
 }
