@@ -2,6 +2,7 @@
 #pragma once
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,3 +78,8 @@ static inline void fclosep(FILE **f) {
 
 #define streq(a, b) (strcmp((a), (b)) == 0)
 #define startswith(s, prefix) (strncmp((s), (prefix), strlen(prefix)) == 0)
+
+static inline bool endswith(const char *s, const char *suffix) {
+        size_t n = strlen(s), k = strlen(suffix);
+        return n >= k && streq(s + n - k, suffix);
+}

@@ -532,21 +532,15 @@ size_t ep_elf_kept_bytes(EpElfFile *f) {
 }
 
 void ep_elf_drop_debug_pages(EpElfFile *f, void *image) {
-        size_t page = (size_t) sysconf(_SC_PAGESIZE), shstrndx;
+        size_t page = (size_t) sysconf(_SC_PAGESIZE);
         uint8_t *base = image ?: f->map;
         Elf_Scn *scn = NULL;
+        const char *name;
+        GElf_Shdr sh;
 
-        if (elf_getshdrstrndx(f->elf, &shstrndx) < 0)
-                return;
-        while ((scn = elf_nextscn(f->elf, scn))) {
-                GElf_Shdr sh;
-                const char *name;
-
-                if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS || sh.sh_size == 0 ||
-                    sh.sh_offset >= f->map_size)
-                        continue;
-                name = elf_strptr(f->elf, shstrndx, sh.sh_name);
-                if (!name || !startswith(name, ".debug_"))
+        while (ep_elf_next_section(f, &scn, &sh, &name)) {
+                if (sh.sh_type == SHT_NOBITS || sh.sh_size == 0 || sh.sh_offset >= f->map_size ||
+                    !startswith(name, ".debug_"))
                         continue;
                 /* Whole pages inside the section only: its neighbours' pages stay. */
                 size_t lo = ((size_t) sh.sh_offset + page - 1) / page * page;
@@ -711,25 +705,38 @@ int ep_elf_build_ids(EpElfFile *f, EpBuildIds *ret) {
 
 /* ---- sections ---- */
 
-Elf_Scn *ep_elf_section(EpElfFile *f, const char *name, GElf_Shdr *ret_shdr) {
-        Elf_Scn *scn = NULL;
+bool ep_elf_next_section(EpElfFile *f, Elf_Scn **scn, GElf_Shdr *ret_shdr, const char **ret_name) {
         size_t shstrndx;
 
         if (f->changed || elf_getshdrstrndx(f->elf, &shstrndx) < 0)
-                return NULL;
-        while ((scn = elf_nextscn(f->elf, scn))) {
+                return false;
+        while ((*scn = elf_nextscn(f->elf, *scn))) {
                 GElf_Shdr sh;
-                const char *n;
+                const char *name;
 
-                if (!gelf_getshdr(scn, &sh))
+                if (!gelf_getshdr(*scn, &sh))
                         continue;
-                n = elf_strptr(f->elf, shstrndx, sh.sh_name);
-                if (n && streq(n, name)) {
+                name = elf_strptr(f->elf, shstrndx, sh.sh_name);
+                if (check_fault(f) < 0)
+                        return false;
+                *ret_shdr = sh;
+                *ret_name = name ?: "";
+                return true;
+        }
+        return false;
+}
+
+Elf_Scn *ep_elf_section(EpElfFile *f, const char *name, GElf_Shdr *ret_shdr) {
+        Elf_Scn *scn = NULL;
+        const char *n;
+        GElf_Shdr sh;
+
+        while (ep_elf_next_section(f, &scn, &sh, &n))
+                if (streq(n, name)) {
                         if (ret_shdr)
                                 *ret_shdr = sh;
-                        return check_fault(f) < 0 ? NULL : scn;
+                        return scn;
                 }
-        }
         return NULL;
 }
 

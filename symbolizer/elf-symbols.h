@@ -11,6 +11,7 @@
  * Errors: -ENOEXEC not a usable ELF, -EIO the file changed under us, -ENOENT nothing covers
  * the address, -ENOMEM. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,6 +72,9 @@ int ep_elf_symbol_count(EpElfFile *f, size_t *ret_count, const char **ret_table)
 
 int ep_elf_build_ids(EpElfFile *f, EpBuildIds *ret);
 
+/* The section after *scn (NULL: the first) into *scn, with its header and its name ("" when it
+ * has none); false at the end, or once the file changed under us. */
+bool ep_elf_next_section(EpElfFile *f, Elf_Scn **scn, GElf_Shdr *ret_shdr, const char **ret_name);
 /* The section with that name (NULL when absent or unreadable); *ret_shdr filled when found. */
 Elf_Scn *ep_elf_section(EpElfFile *f, const char *name, GElf_Shdr *ret_shdr);
 /* .gnu_debuglink: *ret_name a new string (a plain file name), *ret_crc the CRC-32 of the debug

@@ -8,6 +8,7 @@
 #include "debug-file.h"
 #include "demangle.h"
 #include "dwarf-lines.h"
+#include "elf-plt.h"
 #include "log.h"
 #include "native-file.h"
 
@@ -20,6 +21,7 @@ typedef struct NativeFile {
         bool debug_needed;    /* valid once debug_searched */
         EpDwarf *dwarf;       /* of the file, else of the debug file; NULL: neither has DWARF */
         bool dwarf_chosen;
+        EpPltTable *plt;      /* its PLT stubs, once read */
 } NativeFile;
 
 static void native_file_free(void *p) {
@@ -29,6 +31,7 @@ static void native_file_free(void *p) {
                 return;
         /* The DWARF may read the debug file: it goes first. */
         ep_dwarf_free(n->dwarf);
+        ep_plt_table_free(n->plt);
         ep_elf_free(n->debug);
         free(n->debug_path);
         free(n->search_path);
@@ -167,6 +170,18 @@ static int symbol_name(NativeFile *n, EpElfFile *elf, uint64_t vaddr, bool publi
         return ep_demangle_in_place(ret);
 }
 
+/* The PLT stub at vaddr, named after the function it calls (elf-plt.h). */
+static int plt_name(NativeFile *n, EpElfFile *elf, uint64_t vaddr, char **ret) {
+        int r;
+
+        if (!n->plt) {
+                r = ep_plt_table_read(elf, &n->plt);
+                if (r < 0)
+                        return r;
+        }
+        return ep_plt_table_lookup(n->plt, vaddr, ret);
+}
+
 static int single_line(char *function, EpSymLine **ret_lines, size_t *ret_n) {
         EpSymLine *l = calloc(1, sizeof(EpSymLine));
 
@@ -195,6 +210,13 @@ int ep_native_symbolize(EpElfFile *elf, const char *path_hint, uint64_t vaddr, E
 
         r = native_file_searched(elf, path_hint, &n);
         if (r < 0)
+                return r;
+
+        /* No symbol table or DWARF covers a PLT stub: named first, from the relocations. */
+        r = plt_name(n, elf, vaddr, &name);
+        if (r >= 0)
+                return single_line(name, ret_lines, ret_n);
+        if (r != -ENOENT)
                 return r;
 
         r = dwarf_get(n, elf, &dwarf);

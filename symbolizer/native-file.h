@@ -6,7 +6,8 @@
  * EpElfFile (ep_elf_set_userdata()), so it lives and dies with the resolver's file LRU entry;
  * the Dwarf handles themselves are bounded separately (dwarf-lines.h).
  *
- * Sources, in order: the DWARF inline chain (file, else its debug file); symbol tables
+ * Sources, in order: PLT stubs named after the function they call (elf-plt.h); the DWARF
+ * inline chain (file, else its debug file); symbol tables
  * (.symtab, the debug file's .symtab, .dynsym) for the function when DWARF has none or does not
  * cover the address. Every name is demangled. */
 

@@ -60,7 +60,7 @@
 #include "resolver.h"
 #include "wire.h"
 
-#define EP_SYMBOL_CACHE_SCHEMA 2 /* 2: files */
+#define EP_SYMBOL_CACHE_SCHEMA 3 /* 2: files; 3: PLT stubs named (2 cached them unnamed) */
 #define EP_SYMBOL_CACHE_FILE "symbols.db"
 #define EP_SYMBOL_CACHE_DEFAULT_MAX (64ull << 20)
 #define EP_SYMBOL_CACHE_FLUSH_USEC (200 * 1000ULL)

@@ -346,8 +346,9 @@ static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t 
         return 0;
 }
 
-/* The file_key of the file a mapping maps; 0 when it cannot be identified (yet). */
-static uint32_t file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m) {
+/* The file_key of the file a mapping maps in *ret_key: 0 when it cannot be identified. Returns
+ * the failure to identify it, which when passing (ep_error_passing()) says to try again. */
+static int file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m, uint32_t *ret_key) {
         InodeKey ik = { .dev = makedev(m->dev_major, m->dev_minor), .ino = m->inode };
         uint8_t id[EP_FILE_ID_SIZE];
         uint32_t key;
@@ -356,22 +357,28 @@ static uint32_t file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m) {
         int r;
 
         slot = ep_hashmap_get(t->inodes, &ik);
-        if (slot)
-                return load_u32(slot); /* InodeEntry.file_key comes first */
+        if (slot) {
+                *ret_key = load_u32(slot); /* InodeEntry.file_key comes first */
+                return 0;
+        }
         LOG_CONTEXT_PID(pid);
         LOG_CONTEXT_FILE(m->path);
 
         r = t->identify(pid, m, t->identify_userdata, id, &size);
         if (r < 0) {
                 log_debug_errno(r, "Cannot identify %s mapped by %d: %m", m->path, (int) pid);
-                return 0;
+                return r;
         }
         key = ep_proc_table_find_file_id(t, id);
-        if (key == 0 && file_add(t, id, size, ik.dev, m->path, &key) < 0)
-                return 0;
+        if (key == 0) {
+                r = file_add(t, id, size, ik.dev, m->path, &key);
+                if (r < 0)
+                        return r;
+        }
         if (ep_hashmap_put(t->inodes, &ik, &slot) >= 0)
                 memcpy(slot, &(InodeEntry) { .file_key = key }, sizeof(InodeEntry)); /* its mapping uses it next */
-        return key;
+        *ret_key = key;
+        return 0;
 }
 
 /* The vDSO's file key for its mapping, 0 for anything else (or a vDSO of another size: a
@@ -421,6 +428,7 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
         _cleanup_free_ char *line = NULL;
         _cleanup_free_ EpMapping *v = NULL;
         size_t n = 0, cap = 0, line_cap = 0;
+        unsigned unidentified = 0;
 
         while (getline(&line, &line_cap, maps) > 0) {
                 EpMapsLine m;
@@ -439,16 +447,15 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
                         v = nv;
                         cap = nc;
                 }
-                v[n++] = (EpMapping) {
-                        .start = m.start,
-                        .end = m.end,
-                        .pgoff = m.pgoff,
-                        .file_key = ep_maps_line_is_file(&m) ? file_key_for(t, p->pid, &m) : vdso_key_for(t, &m),
-                };
+                v[n] = (EpMapping) { .start = m.start, .end = m.end, .pgoff = m.pgoff };
                 if (ep_maps_line_is_file(&m)) {
-                        v[n - 1].dev = makedev(m.dev_major, m.dev_minor);
-                        v[n - 1].ino = m.inode;
-                }
+                        v[n].dev = makedev(m.dev_major, m.dev_minor);
+                        v[n].ino = m.inode;
+                        if (ep_error_passing(file_key_for(t, p->pid, &m, &v[n].file_key)))
+                                unidentified++;
+                } else
+                        v[n].file_key = vdso_key_for(t, &m);
+                n++;
         }
         if (ferror(maps))
                 return -EIO;
@@ -460,6 +467,7 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
         free(p->mappings);
         p->mappings = TAKE_PTR(v);
         p->n_mappings = n;
+        p->unidentified = unidentified;
         return 0;
 }
 
@@ -493,6 +501,7 @@ int ep_process_refresh(EpProcTable *t, EpProcess *p) {
                 if (!p->gone)
                         log_debug_errno(r, "Cannot read /proc/%d: %m", (int) p->pid);
                 p->gone = true;
+                p->unidentified = 0; /* nothing left to identify */
                 ep_process_release_inodes(t, p);
                 return 0;
         }

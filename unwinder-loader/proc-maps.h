@@ -45,6 +45,8 @@ typedef struct EpProcess {
         uint64_t maps_read_boot_ns;  /* the same in CLOCK_BOOTTIME (compared with sample times) */
         uint64_t reread_interval_ns; /* trace-convert.c: back-off of re-reads for unknown PCs */
         bool maps_stale;             /* execve() seen: read again before the next lookup */
+        unsigned unidentified;       /* file mappings not identified for a passing reason */
+        uint64_t identify_retry_ns;  /* trace-convert.c: back-off of re-reads for those */
         bool gone;                   /* /proc/PID could not be read */
         bool inodes_released;        /* ep_process_release_inodes() was called */
         uint64_t exit_boot_ns;       /* CLOCK_BOOTTIME of the exit event, 0 while alive */

@@ -137,6 +137,16 @@ static EpProcess *process_for_sample(Loader *l, const struct ep_bpf_sample *s) {
                 p->synced_gen = 0;
                 if (ep_process_refresh(l->procs, p) > 0)
                         p->announced_gen = 0;
+        } else if (p->unidentified > 0 &&
+                   ep_now_ns(CLOCK_MONOTONIC) - p->maps_read_ns >= (p->identify_retry_ns ?: REREAD_MIN_NS)) {
+                /* A file it maps could not be identified for a passing reason (a probe that
+                 * timed out on a loaded machine): its frames and its table wait for that, so
+                 * look again, whatever PC the sample has, backing off while it still fails. */
+                p->identify_retry_ns = MIN(2 * (p->identify_retry_ns ?: REREAD_MIN_NS), REREAD_MAX_NS);
+                if (ep_process_refresh(l->procs, p) > 0)
+                        p->announced_gen = 0;
+                if (p->unidentified == 0)
+                        p->identify_retry_ns = 0;
         }
         loader_track_process(l, p);
         if (!p->comm[0])

@@ -2,8 +2,8 @@
 /* libFuzzer target: arbitrary bytes as an ELF file (through a memfd, as the symbolizer gets
  * descriptors) into native symbolization — PT_LOAD mapping, symbol tables, DWARF lines and
  * inline chains, separate-debug-file lookup (under roots that do not exist, so nothing of the
- * machine is read) and demangling. A few addresses per input: the entry point and the start,
- * middle and end of each loadable segment. Any crash, sanitizer report or leak is a bug;
+ * machine is read) and demangling. A few addresses per input: the entry point, the first two
+ * stubs of each PLT section and the start, middle and end of each loadable segment. Any crash, sanitizer report or leak is a bug;
  * every answer must be well formed. Inputs that look like mangled names also go to the
  * demangler directly. Built with clang by symbolizer/meson.build; seeds in
  * corpus-elf-symbolize/ (small programs from tests/workloads/, DWARF 4, 5, zlib-compressed,
@@ -43,6 +43,15 @@ static size_t pick_addresses(EpElfFile *f, uint64_t addrs[MAX_ADDRS]) {
         if (!gelf_getehdr(elf, &eh))
                 return 0;
         addrs[n++] = eh.e_entry;
+        /* PLT stubs (elf-plt.c): the resolver's entry and the one after it. */
+        static const char *const plts[] = { ".plt", ".plt.sec", ".plt.got" };
+        for (size_t i = 0; i < ELEMENTSOF(plts) && n + 2 <= MAX_ADDRS; i++) {
+                GElf_Shdr sh;
+                if (ep_elf_section(f, plts[i], &sh)) {
+                        addrs[n++] = sh.sh_addr;
+                        addrs[n++] = sh.sh_addr + 16;
+                }
+        }
         if (elf_getphdrnum(elf, &phnum) < 0)
                 return n;
         for (size_t i = 0; i < phnum && n + 3 <= MAX_ADDRS; i++) {

@@ -306,7 +306,7 @@ class Profiler:
         waited = sorted((r for r in self.tables() if r[3]), key=lambda r: -r[2])
         def props(daemon, *names):
             return " ".join(f"{n} {self.prop(daemon, n)}" for n in names)
-        lines = [self.table_state() + ", collector " +
+        lines = [self.table_state() + ", loader " + props("Loader", "FileProbeTimeouts") + ", collector " +
                  props("Collector", "Frames", "PendingSymbols", "RetryingSymbols", "FirstPendingFrame", "TableRestarts") +
                  ", symbolizer " + props("Symbolizer", "Requests", "Resolved", "NotFound", "FileErrors",
                                          "UnwindQueue", "UnwindTables", "UnwindExtractErrors",

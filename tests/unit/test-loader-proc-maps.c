@@ -97,7 +97,7 @@ static void test_cpu_list(void) {
 }
 
 /* A file "identity" derived from the path, so tests need no real files. */
-static int identify_calls;
+static int identify_calls, slow_probes;
 static int fake_identify(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
                          uint64_t *ret_size) {
         uint64_t h = ep_hash_bytes(m->path, strlen(m->path));
@@ -105,6 +105,10 @@ static int fake_identify(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t
         identify_calls++;
         if (strstr(m->path, "unreadable"))
                 return -EACCES;
+        if (strstr(m->path, "slow") && slow_probes > 0) {
+                slow_probes--;
+                return -ETIMEDOUT;
+        }
         memset(ret_id, 0, EP_FILE_ID_SIZE);
         /* "(deleted)" copies of a file have the same content, hence the same ID */
         if (strstr(m->path, "libsame"))
@@ -253,6 +257,33 @@ static void test_mapping_cache(void) {
         }
 }
 
+/* A file whose probe timed out is not taken as unidentifiable: the process says it has one to
+ * identify yet, and the next read of its mappings identifies it (a definite failure, an
+ * unreadable file, is not counted). */
+static void test_identify_passing_failure(void) {
+        _cleanup_(ep_proc_table_freep) EpProcTable *t = NULL;
+        static const char text[] =
+                "7f1000500000-7f1000501000 r-xp 00000000 fd:01 400 /opt/unreadable.so\n"
+                "7f1000600000-7f1000601000 r-xp 00000000 fd:01 500 /opt/slow.so\n";
+        const EpMapping *m;
+        EpProcess *p;
+
+        CHECK(ep_proc_table_new("/nonexistent-proc", 0, &t) == 0);
+        ep_proc_table_set_identify(t, fake_identify, NULL);
+        CHECK(ep_proc_table_add(t, 4300, &p) == 0);
+
+        slow_probes = 2;
+        load_maps(t, p, text);
+        m = ep_process_find_mapping(p, 0x7f1000600000);
+        CHECK(m && m->file_key == 0 && p->unidentified == 1);
+        load_maps(t, p, text);
+        CHECK(p->unidentified == 1); /* still timing out */
+        load_maps(t, p, text);
+        m = ep_process_find_mapping(p, 0x7f1000600000);
+        CHECK(m && m->file_key != 0 && p->unidentified == 0);
+        CHECK(ep_proc_table_file(t, m->file_key) && strcmp(ep_proc_table_file(t, m->file_key)->path, "/opt/slow.so") == 0);
+}
+
 static void test_status_ids(void) {
         EpStatusIds ids;
 
@@ -276,6 +307,7 @@ int main(void) {
         test_container_id();
         test_cpu_list();
         test_mapping_cache();
+        test_identify_passing_failure();
         if (failures) {
                 fprintf(stderr, "%d check(s) failed\n", failures);
                 return 1;

@@ -117,11 +117,6 @@ static const EpSymResult *sym(EpResolver *r, uint8_t slot, uint64_t vaddr, bool 
         return res;
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-        size_t a = strlen(s), b = strlen(suffix);
-        return a >= b && streq(s + a - b, suffix);
-}
-
 static void print_result(const EpSymResult *res) {
         fprintf(stderr, "status %u, %u lines:\n", res->status, res->n_lines);
         for (unsigned i = 0; i < res->n_lines; i++)
@@ -142,7 +137,7 @@ static void check_chain(const EpSymResult *res) {
         CHECK_INT(res->n_lines, 4);
         for (unsigned i = 0; i < 4; i++) {
                 CHECK_STR(res->lines[i].function, names[i]);
-                if (!ends_with(res->lines[i].file, "tests/workloads/inlinechain.c"))
+                if (!endswith(res->lines[i].file, "tests/workloads/inlinechain.c"))
                         TEST_FAIL("line %u: file %s", i, res->lines[i].file);
                 CHECK(res->lines[i].file[0] == '/');
                 CHECK_INT(res->lines[i].line, lines[i]);
@@ -212,7 +207,7 @@ static void check_against_addr2line(EpResolver *r, uint8_t slot, uint64_t start,
                 for (size_t k = 0; same && k < n_frames[i]; k++)
                         same = streq(res->lines[k].function, frames[i][k].function) &&
                                res->lines[k].line == frames[i][k].line &&
-                               ends_with(res->lines[k].file, strrchr(frames[i][k].file, '/') ?: frames[i][k].file);
+                               endswith(res->lines[k].file, strrchr(frames[i][k].file, '/') ?: frames[i][k].file);
                 if (!same) {
                         fprintf(stderr, "0x%" PRIx64 ": addr2line says\n", addrs[i]);
                         for (size_t k = 0; k < n_frames[i]; k++)
@@ -433,7 +428,7 @@ static void test_cxx(const char *cxx, const char *nodwarf) {
         CHECK(res->n_lines >= 1);
         CHECK_STR(res->lines[res->n_lines - 1].function, "ns::Sorter<int>::run(unsigned long)");
         CHECK(res->lines[res->n_lines - 1].line > 0);
-        CHECK(ends_with(res->lines[res->n_lines - 1].file, "cxxtemplate.cpp"));
+        CHECK(endswith(res->lines[res->n_lines - 1].file, "cxxtemplate.cpp"));
 
         /* From .symtab only. */
         res = sym(r, 5, run + 4, false, NULL);
@@ -456,7 +451,7 @@ static void test_rust(const char *rust) {
         CHECK_INT(res->status, EP_SYM_OK);
         CHECK(res->n_lines >= 1);
         CHECK_STR(res->lines[res->n_lines - 1].function, "mycrate::module::func");
-        CHECK(ends_with(res->lines[res->n_lines - 1].file, "rustspin.rs"));
+        CHECK(endswith(res->lines[res->n_lines - 1].file, "rustspin.rs"));
         printf("Rust: %s -> mycrate::module::func\n", mangled);
 }
 

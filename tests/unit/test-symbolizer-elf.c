@@ -12,6 +12,7 @@
 #include "daemon.h"
 #include "dwarf-lines.h"
 #include "elf-symbols.h"
+#include "native-file.h"
 #include "resolver.h"
 #include "test-util.h"
 #include "tests.h"
@@ -128,6 +129,76 @@ static void check_functions(EpElfFile *f, bool stripped) {
         CHECK_INT(ids.gnu_len, sizeof expect_gnu);
         CHECK(memcmp(ids.gnu, expect_gnu, sizeof expect_gnu) == 0);
         CHECK_STR(ids.go, "test-go-build-id");
+}
+
+/* ---- PLT stubs ---- */
+
+static char *native_name(EpElfFile *f, uint64_t vaddr) {
+        EpSymLine *lines = NULL;
+        size_t n = 0;
+        char *name;
+
+        if (ep_native_symbolize(f, NULL, vaddr, &lines, &n) < 0)
+                return NULL;
+        name = strdup(lines[0].function);
+        ep_sym_lines_free(lines, n);
+        return name;
+}
+
+/* Every stub objdump names (its own reading of .plt, .plt.sec and .plt.got) has that name,
+ * at its start and inside; an ifunc's stub, which objdump calls "*ABS*+0x…@plt", is named
+ * after the ifunc. Returns how many stubs were checked. */
+static size_t check_plt_as_objdump(const char *path) {
+        _cleanup_(ep_elf_freep) EpElfFile *f = open_elf(path);
+        char cmd[4096], line[1024];
+        size_t checked = 0, ifuncs = 0;
+
+        snprintf(cmd, sizeof cmd, "objdump -d -j .plt -j .plt.sec -j .plt.got '%s'", path);
+        FILE *p = popen(cmd, "r");
+        CHECK(p);
+        while (fgets(line, sizeof line, p)) {
+                unsigned long long addr;
+                char name[512];
+
+                if (sscanf(line, "%llx <%511[^>]>:", &addr, name) != 2 || !endswith(name, "@plt"))
+                        continue;
+                for (uint64_t inside = 0; inside < 8; inside += 5) {
+                        _cleanup_free_ char *ours = native_name(f, addr + inside);
+                        if (!ours)
+                                TEST_FAIL("%s: stub %s at 0x%llx unnamed", path, name, addr + inside);
+                        if (startswith(name, "*ABS*")) {
+                                CHECK(endswith(ours, "@plt") && !startswith(ours, "*ABS*") && ours[0] != '@');
+                                ifuncs++;
+                        } else
+                                CHECK_STR(ours, name);
+                }
+                checked++;
+        }
+        CHECK_INT(pclose(p), 0);
+        printf("%s: %zu PLT stubs named as objdump names them (%zu ifunc stubs)\n", path, checked, ifuncs / 2);
+        return checked;
+}
+
+static void check_plt(const char *target, const char *ibt_target) {
+        CHECK(check_plt_as_objdump(target) >= 5);
+        CHECK(check_plt_as_objdump(ibt_target) >= 5);
+        check_plt_as_objdump("/usr/lib/x86_64-linux-gnu/libc.so.6");
+
+        /* The resolver's entry, first in .plt; with IBT, .plt's lazy stubs (which objdump
+         * leaves unnamed) are named after the function of the .rela.plt entry they push. */
+        _cleanup_(ep_elf_freep) EpElfFile *f = open_elf(ibt_target);
+        GElf_Shdr plt, sec;
+        CHECK(ep_elf_section(f, ".plt", &plt));
+        CHECK(ep_elf_section(f, ".plt.sec", &sec));
+        _cleanup_free_ char *resolver = native_name(f, plt.sh_addr + 4);
+        CHECK_STR(resolver, ".plt");
+        _cleanup_free_ char *lazy = native_name(f, plt.sh_addr + 16);
+        _cleanup_free_ char *first = native_name(f, sec.sh_addr);
+        CHECK(lazy && first);
+        CHECK_STR(lazy, first);
+        /* An address past the stubs is not a stub. */
+        _cleanup_free_ char *past = native_name(f, sec.sh_addr + sec.sh_size);
+        CHECK(!past || !endswith(past, "@plt"));
 }
 
 /* ---- the resolver over a fake file source ---- */
@@ -389,6 +460,7 @@ static void check_passing_failures(const char *target) {
 int main(void) {
         const char *target = test_env("SYM_TEST_TARGET");
         const char *stripped = test_env("SYM_TEST_TARGET_STRIPPED");
+        const char *ibt = test_env("SYM_TEST_TARGET_IBT");
 
         read_offsets(target);
 
@@ -396,6 +468,7 @@ int main(void) {
         check_functions(f, false);
         _cleanup_(ep_elf_freep) EpElfFile *s = open_elf(stripped);
         check_functions(s, true);
+        check_plt(target, ibt);
 
         check_resolver(target, stripped, f);
         check_file_budget(target, stripped);

@@ -90,11 +90,6 @@ static uint32_t source_line(const char *needle) {
         return found;
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-        size_t a = strlen(s), b = strlen(suffix);
-        return a >= b && streq(s + a - b, suffix);
-}
-
 typedef struct Image {
         int fd;
         Elf *elf;
@@ -270,7 +265,7 @@ static void check_marks(const EpGoTable *t, Image *symbols) {
         CHECK_INT(ep_gopclntab_lookup(t, fib, frames, EP_GO_MAX_FRAMES, &n, &entry), 0);
         CHECK_INT(n, 1);
         CHECK_STR(frames[0].function, "main.fib");
-        CHECK(ends_with(frames[0].file, "/gospin.go"));
+        CHECK(endswith(frames[0].file, "/gospin.go"));
         CHECK_INT(frames[0].line, source_line("func fib(n int) int {"));
         CHECK_U64(entry, fib);
 
@@ -296,9 +291,9 @@ static void check_marks(const EpGoTable *t, Image *symbols) {
                 end = pc + 1;
                 CHECK_STR(frames[n - 1].function, "main.work");
                 if (n == 2 && streq(frames[0].function, "main.mix")) {
-                        CHECK(ends_with(frames[0].file, "/gospin.go"));
+                        CHECK(endswith(frames[0].file, "/gospin.go"));
                         CHECK_INT(frames[0].line, source_line("MARK:mix-body"));
-                        CHECK(ends_with(frames[1].file, "/gospin.go"));
+                        CHECK(endswith(frames[1].file, "/gospin.go"));
                         CHECK_INT(frames[1].line, source_line("MARK:work-calls-mix"));
                         saw_inline = true;
                 }
