@@ -28,6 +28,33 @@ static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret) {
         return 0;
 }
 
+/* A store is a file anyone may hand to --store: read it as SQLite advises for a database from
+ * an untrusted source ("Defense Against the Dark Arts"). Nothing in its schema runs (no
+ * triggers, no views, no functions with side effects), a corrupt page is noticed rather than
+ * followed, nothing is memory-mapped, and no value or statement is bigger than a store of ours
+ * ever holds. */
+static int store_defend(sqlite3 *db) {
+        static const struct {
+                int op, value;
+        } configs[] = {
+                { SQLITE_DBCONFIG_DEFENSIVE, 1 },
+                { SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0 },
+                { SQLITE_DBCONFIG_ENABLE_TRIGGER, 0 },
+                { SQLITE_DBCONFIG_ENABLE_VIEW, 0 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(configs); i++) {
+                int now = -1;
+                if (sqlite3_db_config(db, configs[i].op, configs[i].value, &now) != SQLITE_OK || now != configs[i].value)
+                        return -EPERM;
+        }
+        (void) sqlite3_limit(db, SQLITE_LIMIT_LENGTH, 64 << 20); /* a stack blob, a long name */
+        (void) sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
+        if (sqlite3_exec(db, "PRAGMA cell_size_check = ON; PRAGMA mmap_size = 0;", NULL, NULL, NULL) != SQLITE_OK)
+                return -EIO;
+        return 0;
+}
+
 int ep_store_open(const char *path, sqlite3 **ret) {
         _cleanup_sqlite_ sqlite3 *db = NULL;
         int r;
@@ -43,6 +70,9 @@ int ep_store_open(const char *path, sqlite3 **ret) {
                           db ? sqlite3_errmsg(db) : sqlite3_errstr(r));
                 return r == SQLITE_CANTOPEN ? -EACCES : -EIO;
         }
+        r = store_defend(db);
+        if (r < 0)
+                return log_error_errno(r, "Cannot open store %s safely: %s", path, sqlite3_errmsg(db));
         /* The collector writes in short transactions; a reader waits briefly instead of
          * failing when it meets a checkpoint or a WAL restart. */
         sqlite3_busy_timeout(db, 5000);

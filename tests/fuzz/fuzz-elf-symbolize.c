@@ -5,7 +5,7 @@
  * machine is read) and demangling. A few addresses per input: the entry point, the first two
  * stubs of each PLT section and the start, middle and end of each loadable segment. Any crash, sanitizer report or leak is a bug;
  * every answer must be well formed. Inputs that look like mangled names also go to the
- * demangler directly. Built with clang by symbolizer/meson.build; seeds in
+ * demangler directly. Built with clang by tests/fuzz/meson.build; seeds in
  * corpus-elf-symbolize/ (small programs from tests/workloads/, DWARF 4, 5, zlib-compressed,
  * -g1 C++, a stripped copy with a .gnu_debuglink). */
 

@@ -6,7 +6,7 @@
  * beyond "no crash, no sanitizer report, no leak": a name found lies inside the table, and
  * the incremental read and the one-piece parse agree when the input ends with a newline.
  * Small limits keep the entry-budget and name-compaction paths reachable. Built with clang
- * by symbolizer/meson.build; seeds in corpus-perf-map/. */
+ * by tests/fuzz/meson.build; seeds in corpus-perf-map/. */
 
 #include <stdint.h>
 #include <stdlib.h>

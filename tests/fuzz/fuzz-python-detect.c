@@ -6,7 +6,7 @@
  * still costs every CPython process its Python frames). When the input is detected, what
  * detection returns must be consistent (a version it has a layout for, an eval-loop range that
  * is not empty), and the facts it would send must pass the loader's validation
- * (common/runtime-facts.c). Built with clang by symbolizer/meson.build; seeds in
+ * (common/runtime-facts.c). Built with clang by tests/fuzz/meson.build; seeds in
  * corpus-python-detect/ (small shared objects that export the symbols a runtime has, for 3.6,
  * 3.11 and 3.13). */
 

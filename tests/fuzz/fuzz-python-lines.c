@@ -4,7 +4,7 @@
  * table is a prefix, the next four the first line; the rest is the table. Checks beyond "no
  * crash, no sanitizer report, no leak": entries strictly increase, neighbours differ, no
  * entry starts at or past EP_PY_LINES_MAX_OFFSET, and a lookup at every even offset returns
- * the line of the entry covering it. Built with clang by symbolizer/meson.build; seeds in
+ * the line of the entry covering it. Built with clang by tests/fuzz/meson.build; seeds in
  * corpus-python-lines/ (tables dumped from real interpreters). */
 
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * descriptors) into ep_unwind_extract_full(). Any crash, sanitizer report or leak is a bug;
  * a table that comes out must validate. Separate debug files are looked for under a root
  * that does not exist, so the build-ID and .gnu_debuglink paths run without reading the
- * machine's files. Built with clang by symbolizer/meson.build; the seeds are in
+ * machine's files. Built with clang by tests/fuzz/meson.build; the seeds are in
  * corpus-unwind-extract/. */
 
 #include <stdint.h>

@@ -621,6 +621,25 @@ static void test_open_errors(const char *dir) {
         CHECK_INT(ep_store_open(path, &db), -EPROTO);
 }
 
+/* A store made by someone else: a view where a table should be (its query could call any
+ * function) is refused, not read through; a trigger never fires. */
+static void test_hostile_store(const char *dir, const char *good) {
+        EpStoreFilter f = EP_STORE_FILTER_INIT;
+        char path[512], cmd[1200];
+        sqlite3 *db = NULL;
+        Result res = {};
+
+        snprintf(path, sizeof(path), "%s/hostile.db", dir);
+        snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", good, path);
+        CHECK_INT(system(cmd), 0);
+        CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+        exec_sql(db, "ALTER TABLE processes RENAME TO processes_real;"
+                     "CREATE VIEW processes AS SELECT * FROM processes_real WHERE randomblob(16) IS NOT NULL;");
+        sqlite3_close(db);
+        CHECK(read_with(path, &f, &res) < 0);
+        result_done(&res);
+}
+
 /* Light XML check: every tag closes in order, no stray '<' or '&' in text. */
 static bool xml_well_formed(const char *s) {
         const char *stack[64];
@@ -762,6 +781,7 @@ int main(void) {
         test_view_options();
         test_when();
         test_open_errors(dir);
+        test_hostile_store(dir, path);
         test_svg(path);
 
         return test_finish(dir);
