@@ -14,6 +14,12 @@
 #define RETRY_BASE_NS (1 * NSEC_PER_SEC)
 #define RETRY_MAX_NS (60 * NSEC_PER_SEC)
 #define RETRY_MAX_ATTEMPTS 10
+/* What one file's table may take of what all files share. The largest files seen carry ~600
+ * distinct rules (libLLVM) and text of a few hundred MiB; a table beyond either cap is refused
+ * (its file takes frame-pointer steps), so one program cannot fill the rule array or the page
+ * map for every other. */
+#define MAX_RULES_PER_FILE 4096u
+#define MAX_PAGES_PER_FILE 16384u /* 1 GiB of text */
 #define PAGE_ENTRY_BYTES 96 /* a hash element with its 8-byte key and 40-byte value, as allocated */
 #define MAP_OVERHEAD_BYTES 512
 
@@ -27,6 +33,8 @@ typedef enum TableState {
         T_FAILED,  /* unusable answer or load failure: no table, frame-pointer steps */
         T_RETRY,   /* transient failure: asked again at retry_at_ns */
         T_UNAVAILABLE, /* the file could not be opened: asked again on the next reference */
+        T_NO_ROOM, /* the rule array or the page map was full: asked again when a table leaves */
+        T_TOO_BIG, /* over the per-file caps: frame-pointer steps */
 } TableState;
 
 typedef struct TableFile {
@@ -73,7 +81,9 @@ struct EpTables {
         int find_fd;
 
         uint32_t n_loaded, n_fp_only, n_pending;
-        uint64_t bytes, requests, errors, no_slot;
+        uint64_t bytes, requests, errors, no_slot, too_big;
+        uint64_t slot_epoch; /* bumped whenever a slot is released */
+        bool room_freed;     /* a table left since the last sweep: T_NO_ROOM files go again */
 };
 
 /* ---- queues ---- */
@@ -171,8 +181,10 @@ static uint32_t slot_alloc(EpTables *t) {
 }
 
 static void slot_release(EpTables *t, uint32_t slot) {
-        if (slot != 0)
-                t->free_slots[t->n_free++] = slot;
+        if (slot == 0)
+                return;
+        t->free_slots[t->n_free++] = slot;
+        t->slot_epoch++;
 }
 
 static void set_file_state(EpTables *t, uint32_t slot, uint32_t state) {
@@ -219,6 +231,8 @@ static void table_unload(EpTables *t, TableFile *f, bool outer_removed) {
 }
 
 static void file_drop(EpTables *t, TableFile *f, bool outer_removed) {
+        if (f->n_rules > 0 || f->n_pages > 0)
+                t->room_freed = true;
         table_unload(t, f, outer_removed);
         set_state(t, f, T_IDLE);
         slot_release(t, f->slot);
@@ -363,6 +377,10 @@ void ep_tables_set_kick(EpTables *t, void (*kick)(void *userdata), void *userdat
         t->kick_userdata = userdata;
 }
 
+uint64_t ep_tables_slot_epoch(const EpTables *t) {
+        return t->slot_epoch;
+}
+
 uint32_t ep_tables_ref(EpTables *t, uint32_t file_key) {
         TableFile *f;
 
@@ -450,6 +468,8 @@ static int table_load(EpTables *t, TableFile *f, const uint8_t id[EP_FILE_ID_SIZ
                 log_warning("The symbolizer sent the unwind table of another file for file %u; ignored.", f->key);
                 return -EBADMSG;
         }
+        if (h->n_rules > MAX_RULES_PER_FILE)
+                return -EDQUOT;
 
         global = calloc(h->n_rules, sizeof *global);
         if (!global)
@@ -476,6 +496,10 @@ static int table_load(EpTables *t, TableFile *f, const uint8_t id[EP_FILE_ID_SIZ
         r = ep_table_page(blob, global, &pt);
         if (r < 0)
                 goto fail_rules;
+        if (pt.n_pages > MAX_PAGES_PER_FILE) {
+                r = -EDQUOT;
+                goto fail_paged;
+        }
 
         /* The file's delta array, two deltas per element. */
         n_elems = MAX((pt.n_deltas + 1) / 2, 1u);
@@ -543,7 +567,7 @@ fail_rules:
                 ep_rule_set_unref(t->rules, global[i]);
         if (r == -ENOSPC)
                 log_once(LOG_WARNING, "The %u slots of the shared unwind rule array are full; files with new "
-                                      "rules take frame-pointer steps.", EP_BPF_MAX_RULES);
+                                      "rules take frame-pointer steps until other tables leave.", EP_BPF_MAX_RULES);
         else if (r == -E2BIG || r == -ENOMEM)
                 log_once_errno(LOG_WARNING, r, "The BPF unwind pages map is full or out of memory: %m");
         return r;
@@ -648,9 +672,20 @@ void ep_tables_request_done(EpTables *t, uint32_t file_key, const uint8_t id[EP_
                         return;
                 }
                 t->errors++;
-                if (r == -ENOMEM || r == -E2BIG) {
-                        /* Maps full: maybe not for long (files get unloaded). */
+                if (r == -ENOMEM) {
                         schedule_retry(t, f, RETRY_MAX_NS);
+                        return;
+                }
+                if (r == -ENOSPC || r == -E2BIG || r == -EDQUOT) {
+                        /* Full maps are asked again when a table leaves them; an oversized
+                         * table never fits. Samples need not wait for either. */
+                        if (r == -EDQUOT && t->too_big++ == 0)
+                                log_warning("The unwind table of file %u takes more than %u rules or %u pages of "
+                                            "what all files share; refused (its frames take frame-pointer "
+                                            "steps).", f->key, MAX_RULES_PER_FILE, MAX_PAGES_PER_FILE);
+                        set_state(t, f, r == -EDQUOT ? T_TOO_BIG : T_NO_ROOM);
+                        if (t->loaded)
+                                t->loaded(f->key, t->loaded_userdata);
                         return;
                 }
                 log_debug_errno(r, "Cannot load the unwind table of file %u: %m", f->key);
@@ -724,9 +759,10 @@ void ep_tables_sweep(EpTables *t) {
                         }
                         continue;
                 }
-                if (f->state == T_RETRY && f->retry_at_ns <= now)
+                if ((f->state == T_RETRY && f->retry_at_ns <= now) || (f->state == T_NO_ROOM && t->room_freed))
                         enqueue(t, f);
         }
+        t->room_freed = false;
         /* The walk is over: now the map may change. The tables leave the outer array in one
          * batch (one wait for running BPF programs), then each file's pages and rules go. */
         {
@@ -758,6 +794,8 @@ static const char *const state_names[] = {
         [T_FAILED] = "failed",
         [T_RETRY] = "retry",
         [T_UNAVAILABLE] = "unavailable",
+        [T_NO_ROOM] = "no-room",
+        [T_TOO_BIG] = "too-big",
 };
 
 bool ep_tables_iterate(EpTables *t, size_t *state, uint32_t *ret_key) {
@@ -797,5 +835,6 @@ void ep_tables_stats(const EpTables *t, EpTablesStats *ret) {
                 .requests = t->requests,
                 .errors = t->errors,
                 .no_slot = t->no_slot,
+                .too_big = t->too_big,
         };
 }

@@ -33,6 +33,7 @@ typedef struct EpTablesStats {
         uint64_t requests;    /* GetUnwindTable calls made */
         uint64_t errors;      /* bad answers, failed loads, symbolizer errors (not "no CFI") */
         uint64_t no_slot;     /* references that found every slot taken */
+        uint64_t too_big;     /* tables refused for taking more than one file's share */
 } EpTablesStats;
 
 /* Results handed to ep_tables_request_done(). */
@@ -56,6 +57,8 @@ void ep_tables_set_kick(EpTables *t, void (*kick)(void *userdata), void *userdat
  * file's BPF file number, 0 when no slot is free (its frames then take frame-pointer steps). */
 uint32_t ep_tables_ref(EpTables *t, uint32_t file_key);
 void ep_tables_unref(EpTables *t, uint32_t file_key);
+/* Changes whenever a slot is freed: a process that got 0 for a file asks again then. */
+uint64_t ep_tables_slot_epoch(const EpTables *t);
 /* A sample needed this file's table: ask for it before the files that only were mapped. */
 void ep_tables_hint_needed(EpTables *t, uint32_t file_key);
 

@@ -141,6 +141,36 @@ else
                 "setpriv --reuid=ebpf-profiler-symbolizer --regid=ebpf-profiler-symbolizer --clear-groups cat /proc/$exporter_pid/environ | head -c 200"
 fi
 
+# ---- resource limits (docs/systemd.md, "Resource limits") ---------------------------------------
+# The values systemd holds for each service; where the container was given the memory and pids
+# controllers, also what its cgroup says (a container on a host without them gets neither).
+declare -A MEMORY_MAX=([ebpf-profiler-loader]=2147483648 [ebpf-profiler-symbolizer]=3221225472
+                       [ebpf-profiler-collector]=1073741824 [ebpf-profiler-exporter]=1073741824)
+declare -A TASKS_MAX=([ebpf-profiler-loader]=128 [ebpf-profiler-symbolizer]=32
+                      [ebpf-profiler-collector]=16 [ebpf-profiler-exporter]=16)
+cgroup_value() { # FILE(v2) CONTROLLER FILE(v1) CGROUP: the value, or nothing without the controller
+        cat "/sys/fs/cgroup$4/$1" 2>/dev/null || cat "/sys/fs/cgroup/$2$4/$3" 2>/dev/null
+}
+limits_ok=1 usage="" applied=0
+for u in $UNITS; do
+        cg=$(systemctl show -P ControlGroup "$u")
+        mem=$(systemctl show -P MemoryMax "$u") tasks=$(systemctl show -P TasksMax "$u")
+        cg_mem=$(cgroup_value memory.max memory memory.limit_in_bytes "$cg")
+        cg_tasks=$(cgroup_value pids.max pids pids.max "$cg")
+        if [ "$mem" != "${MEMORY_MAX[$u]}" ] || [ "$tasks" != "${TASKS_MAX[$u]}" ] ||
+           [ "${cg_mem:-$mem}" != "$mem" ] || [ "${cg_tasks:-$tasks}" != "$tasks" ]; then
+                limits_ok=0
+                fail resource-limits "$u: MemoryMax '$mem' (cgroup '$cg_mem', want ${MEMORY_MAX[$u]}), TasksMax '$tasks' (cgroup '$cg_tasks', want ${TASKS_MAX[$u]})" \
+                        "systemctl cat $u"
+                break
+        fi
+        [ -n "$cg_mem" ] && applied=$((applied + 1))
+        # What it used by now, after the workload above: the margin the limits leave.
+        pid=$(systemctl show -P MainPID "$u")
+        usage="$usage ${u#ebpf-profiler-}=$(awk '$1 == "VmHWM:" {printf "%d", $2 / 1024}' "/proc/$pid/status")MiB/$(awk '$1 == "Threads:" {print $2}' "/proc/$pid/status")threads"
+done
+[ $limits_ok = 1 ] && ok resource-limits "$applied of 4 cgroups carry them; peak RSS and threads:$usage"
+
 # ---- status over the system bus -----------------------------------------------------------------
 bus_ok=1
 for u in $UNITS; do

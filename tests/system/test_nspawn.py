@@ -21,7 +21,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 UNITS = ["ebpf-profiler-loader", "ebpf-profiler-symbolizer", "ebpf-profiler-collector",
          "ebpf-profiler-exporter"]
 CHECKS = (["install", "system-user", "man-renders", "target-enabled", "all-active", "loader-drops-perfmon", "top-shows-workload",
-           "top-named-stacks", "privilege-split",
+           "top-named-stacks", "privilege-split", "resource-limits",
            "busctl-get-property", "busctl-tree-introspect", "busctl-call", "bus-policy", "cli-status",
            "journal-structured"]
           + [f"restart-{u}" for u in UNITS]

@@ -59,24 +59,33 @@ static unsigned count_pages(uint32_t slot) {
 
 /* A table: functions every 0x300 bytes from 0x1000 over ~5 pages, a prologue rule at each
  * start and a body rule 4 bytes in, a gap at the end. */
-static void *make_table(const uint8_t id[EP_FILE_ID_SIZE], size_t *ret_size, uint32_t *ret_end) {
-        const uint32_t n_funcs = 1200;
-        uint32_t n = 2 * n_funcs + 1;
-        size_t size = ep_unwind_table_size(3, n);
+/* A zeroed table of n_rules rules (rule 0: INVALID) and n_entries entries, the header filled. */
+static EpUnwindTableHeader *new_table(const uint8_t id[EP_FILE_ID_SIZE], uint32_t n_rules, uint32_t n_entries,
+                                      size_t *ret_size) {
+        size_t size = ep_unwind_table_size(n_rules, n_entries);
         EpUnwindTableHeader *h = aligned_alloc(8, ALIGN8(size));
-        struct ep_unwind_rule *r;
-        EpUnwindEntry *e;
 
         ASSERT_TRUE(h);
         memset(h, 0, size);
         *h = (EpUnwindTableHeader) {
                 .magic = EP_UNWIND_TABLE_MAGIC,
                 .version = EP_UNWIND_TABLE_VERSION,
-                .n_rules = 3,
-                .n_entries = n,
+                .n_rules = n_rules,
+                .n_entries = n_entries,
                 .flags = EP_UNWIND_FROM_EH_FRAME,
         };
         memcpy(h->file_id, id, EP_FILE_ID_SIZE);
+        *ret_size = size;
+        return h;
+}
+
+static void *make_table(const uint8_t id[EP_FILE_ID_SIZE], size_t *ret_size, uint32_t *ret_end) {
+        const uint32_t n_funcs = 1200;
+        uint32_t n = 2 * n_funcs + 1;
+        EpUnwindTableHeader *h = new_table(id, 3, n, ret_size);
+        struct ep_unwind_rule *r;
+        EpUnwindEntry *e;
+
         r = (struct ep_unwind_rule *) ep_unwind_table_rules(h);
         r[1] = (struct ep_unwind_rule) { .cfa_kind = EP_CFA_SP, .cfa_offset = 8 };
         r[2] = (struct ep_unwind_rule) { .cfa_kind = EP_CFA_SP, .fp_rule = EP_FP_AT_CFA, .fp_offset = -16,
@@ -87,9 +96,31 @@ static void *make_table(const uint8_t id[EP_FILE_ID_SIZE], size_t *ret_size, uin
                 e[2 * i + 1] = (EpUnwindEntry) { .file_offset = 0x1000 + 0x300 * i + 4, .rule = 2 };
         }
         e[n - 1] = (EpUnwindEntry) { .file_offset = 0x1000 + 0x300 * n_funcs, .rule = 0 };
-        *ret_size = size;
         *ret_end = e[n - 1].file_offset;
         return h;
+}
+
+/* A table of n_rules distinct rules (CFA = rsp + base + 8 i), one function each. */
+static void *make_rules_table(const uint8_t id[EP_FILE_ID_SIZE], uint32_t n_rules, int32_t base, size_t *ret_size) {
+        uint32_t n = n_rules + 1;
+        EpUnwindTableHeader *h = new_table(id, n_rules + 1, n, ret_size);
+        struct ep_unwind_rule *r;
+        EpUnwindEntry *e;
+
+        r = (struct ep_unwind_rule *) ep_unwind_table_rules(h);
+        e = (EpUnwindEntry *) ep_unwind_table_entries(h);
+        for (uint32_t i = 0; i < n_rules; i++) {
+                r[i + 1] = (struct ep_unwind_rule) { .cfa_kind = EP_CFA_SP, .cfa_offset = base + 8 * (int32_t) i };
+                e[i] = (EpUnwindEntry) { .file_offset = 0x1000 + 0x10 * i, .rule = (uint16_t) (i + 1) };
+        }
+        e[n - 1] = (EpUnwindEntry) { .file_offset = 0x1000 + 0x10 * n_rules, .rule = 0 };
+        return h;
+}
+
+static const char *state_of(EpTables *t, uint32_t key) {
+        EpTableInfo info;
+        ASSERT_OK(ep_tables_file_info(t, key, &info));
+        return info.state;
 }
 
 static void request(EpTables *t, uint32_t want_key) {
@@ -209,6 +240,86 @@ int main(void) {
         /* Slots are reused, the one freed last first: a file whose number BPF's cache still
          * holds rules of, which the generation above makes stale. */
         ASSERT_EQ(ep_tables_ref(t, 11), slot9);
+        ep_tables_unref(t, 11);
         free(blob);
+
+        /* One file may not take more than its share of the rule array: refused. */
+        {
+                uint8_t big_id[EP_FILE_ID_SIZE] = { 20 };
+                void *big = make_rules_table(big_id, 4096, 8, &size); /* and INVALID */
+
+                ASSERT_TRUE(ep_tables_ref(t, 20) > 0);
+                request(t, 20);
+                ep_tables_request_done(t, 20, big_id, EP_TABLE_OK, big, size);
+                ASSERT_TRUE(streq(state_of(t, 20), "too-big"));
+                ep_tables_stats(t, &st);
+                ASSERT_EQ(st.too_big, 1);
+                ASSERT_EQ(st.rules, 1);
+                ASSERT_EQ(ep_tables_find_rule(t, 20, 0x1000, &rule, &pending), EP_LOOKUP_NO_TABLE);
+                ASSERT_TRUE(!pending); /* nothing to wait for */
+                ep_tables_unref(t, 20);
+                ep_tables_sweep(t);
+                free(big);
+        }
+
+        /* Files within their share (4095 rules and INVALID) fill the array (17 × 4095 > 65535):
+         * the one that finds it full is loaded once another leaves. */
+        {
+                enum { N = 17, FIRST = 30 };
+                void *tables[N];
+
+                for (uint32_t i = 0; i < N; i++) {
+                        uint8_t fid[EP_FILE_ID_SIZE] = { (uint8_t) (FIRST + i) };
+                        tables[i] = make_rules_table(fid, 4095, 8 + 8 * 4096 * (int32_t) i, &size);
+                        ASSERT_TRUE(ep_tables_ref(t, FIRST + i) > 0);
+                        request(t, FIRST + i);
+                        ep_tables_request_done(t, FIRST + i, fid, EP_TABLE_OK, tables[i], size);
+                }
+                ep_tables_publish(t);
+                for (uint32_t i = 0; i < N - 1; i++)
+                        ASSERT_TRUE(streq(state_of(t, FIRST + i), "loaded"));
+                ASSERT_TRUE(streq(state_of(t, FIRST + N - 1), "no-room"));
+                ASSERT_EQ(ep_tables_find_rule(t, FIRST + N - 1, 0x1000, &rule, &pending), EP_LOOKUP_NO_TABLE);
+                ASSERT_TRUE(!pending);
+                ep_tables_sweep(t);
+                ASSERT_TRUE(!ep_tables_next_request(t, &key)); /* no room yet: not asked again */
+
+                ep_tables_unref(t, FIRST);
+                ep_tables_sweep(t); /* the first leaves */
+                ep_tables_sweep(t); /* and the one without room is asked again */
+                request(t, FIRST + N - 1);
+                {
+                        uint8_t fid[EP_FILE_ID_SIZE] = { (uint8_t) (FIRST + N - 1) };
+                        ep_tables_request_done(t, FIRST + N - 1, fid, EP_TABLE_OK, tables[N - 1], size);
+                }
+                ep_tables_publish(t);
+                ASSERT_TRUE(streq(state_of(t, FIRST + N - 1), "loaded"));
+                for (uint32_t i = 1; i < N; i++)
+                        ep_tables_unref(t, FIRST + i);
+                ep_tables_sweep(t);
+                for (uint32_t i = 0; i < N; i++)
+                        free(tables[i]);
+        }
+
+        /* Every slot taken: a reference gets none; a slot freed changes the epoch, so the
+         * process that got none asks again and gets it. */
+        {
+                uint32_t key_full = 0;
+                uint64_t epoch;
+
+                for (uint32_t k = 100; k < 100 + MAX_FILES; k++)
+                        if (ep_tables_ref(t, k) == 0) {
+                                key_full = k;
+                                break;
+                        }
+                ASSERT_TRUE(key_full != 0);
+                ep_tables_stats(t, &st);
+                ASSERT_TRUE(st.no_slot >= 1);
+                epoch = ep_tables_slot_epoch(t);
+                ep_tables_unref(t, 100);
+                ep_tables_sweep(t);
+                ASSERT_TRUE(ep_tables_slot_epoch(t) != epoch);
+                ASSERT_TRUE(ep_tables_ref(t, key_full) > 0);
+        }
         return tests_summary("test-loader-bpf-tables");
 }
