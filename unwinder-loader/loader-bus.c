@@ -405,7 +405,7 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "u", (uint32_t) l->n_deferred);
         if (streq(property, "TablesLoaded") || streq(property, "TableBytes") || streq(property, "TableRequests") ||
             streq(property, "TableErrors") || streq(property, "PendingTables") || streq(property, "UnwindRules") ||
-            streq(property, "FramePointerFiles")) {
+            streq(property, "FramePointerFiles") || streq(property, "FileSlotRefusals")) {
                 EpTablesStats ts;
                 ep_tables_stats(l->tables, &ts);
                 if (streq(property, "TablesLoaded"))
@@ -420,6 +420,8 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                         return sd_bus_message_append(reply, "u", ts.pending);
                 if (streq(property, "FramePointerFiles"))
                         return sd_bus_message_append(reply, "u", ts.fp_only);
+                if (streq(property, "FileSlotRefusals"))
+                        return sd_bus_message_append(reply, "t", ts.no_slot + ts.user_full);
                 return sd_bus_message_append(reply, "u", ts.rules);
         }
         if (streq(property, "CollectorAttached"))
@@ -524,6 +526,7 @@ static const sd_bus_vtable loader_vtable[] = {
         SD_BUS_PROPERTY("PendingTables", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("FramePointerFiles", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("UnwindRules", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("FileSlotRefusals", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("CollectorAttached", "b", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LastError", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_VTABLE_END,
@@ -555,7 +558,8 @@ void loader_bus_emit_changes(Loader *l) {
                 { "UnwindSteps", "UnknownProcessSamples", "ForkInherited", "OtherNamespaceSamples",
                   "PythonCounters" },
                 { "TablesLoaded", "PendingTables" },
-                { "TableBytes", "TableRequests", "TableErrors", "UnwindRules", "FramePointerFiles" },
+                { "TableBytes", "TableRequests", "TableErrors", "UnwindRules", "FramePointerFiles",
+                  "FileSlotRefusals" },
                 { "MappingOverflows", "StackCopies", "LoaderUnwinds", "DeferredSamples", "DeferredExpired",
                   "WaitingSamples", "TracesConvertedBefore" },
         };
@@ -584,7 +588,8 @@ void loader_bus_emit_changes(Loader *l) {
                                                   c[EP_BPF_CNT_OTHER_PID_NS],
                                                   loader_runtimes_counters_hash(l, c) }, 5);
         now[9] = (uint64_t) ts.loaded << 32 | ts.pending;
-        now[10] = hash_values((const uint64_t[]) { ts.bytes, ts.requests, ts.errors, ts.rules, ts.fp_only }, 5);
+        now[10] = hash_values((const uint64_t[]) { ts.bytes, ts.requests, ts.errors, ts.rules, ts.fp_only,
+                                                   ts.no_slot + ts.user_full }, 6);
         now[11] = hash_values((const uint64_t[]) { l->mapping_overflows, l->stack_copies, l->user_unwinds,
                                                    l->deferred_total, l->deferred_expired, l->n_deferred,
                                                    trace_cache_stats(l->trace_cache).hits }, 7);

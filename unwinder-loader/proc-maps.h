@@ -36,6 +36,7 @@ typedef struct EpProcess {
         uint64_t start_ticks;        /* /proc/PID/stat starttime; 0 when unknown */
         uint64_t start_time_ns;      /* CLOCK_REALTIME, 0 when unknown */
         char comm[16];
+        uid_t uid;                   /* real user (/proc/PID/status), (uid_t) -1 when unknown */
         char *exe;
         char container_id[65];
         EpMapping *mappings;         /* executable mappings, sorted by start */

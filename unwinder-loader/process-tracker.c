@@ -83,7 +83,7 @@ void loader_track_process(Loader *l, EpProcess *p) {
          * to zero users on the way. */
         p->slotless_epoch = 0;
         for (size_t i = 0; i < n_keys; i++) {
-                slots[i] = ep_tables_ref(l->tables, keys[i]);
+                slots[i] = ep_tables_ref(l->tables, keys[i], p->uid);
                 if (slots[i] == 0)
                         p->slotless_epoch = ep_tables_slot_epoch(l->tables) + 1; /* 0: none lacks one */
         }

@@ -20,6 +20,9 @@
  * map for every other. */
 #define MAX_RULES_PER_FILE 4096u
 #define MAX_PAGES_PER_FILE 16384u /* 1 GiB of text */
+/* File slots one user other than root may hold (a slot is charged to the user whose process
+ * took it), so one user's programs cannot take them all from the others'. */
+#define SLOTS_PER_USER_DIVISOR 8u
 #define PAGE_ENTRY_BYTES 96 /* a hash element with its 8-byte key and 40-byte value, as allocated */
 #define MAP_OVERHEAD_BYTES 512
 
@@ -40,6 +43,7 @@ typedef enum TableState {
 typedef struct TableFile {
         uint32_t key;
         uint32_t slot; /* BPF file number; 0 = none */
+        uid_t charged; /* the user the slot counts against; 0 (root): none */
         uint32_t refs;
         TableState state;
         uint64_t state_since_ns; /* CLOCK_MONOTONIC of the last state change, for ListTables */
@@ -64,6 +68,7 @@ struct EpTables {
         EpUnwindMaps maps;
         EpRuleSet *rules;
         EpHashmap *files; /* file_key → TableFile * */
+        EpHashmap *user_slots; /* uid_t → uint32_t slots charged to that user */
         uint32_t *free_slots;
         uint32_t n_free, next_slot, max_files;
         KeyQueue hot, normal;
@@ -81,7 +86,7 @@ struct EpTables {
         int find_fd;
 
         uint32_t n_loaded, n_fp_only, n_pending;
-        uint64_t bytes, requests, errors, no_slot, too_big;
+        uint64_t bytes, requests, errors, no_slot, too_big, user_full;
         uint64_t slot_epoch; /* bumped whenever a slot is released */
         bool room_freed;     /* a table left since the last sweep: T_NO_ROOM files go again */
 };
@@ -180,6 +185,23 @@ static uint32_t slot_alloc(EpTables *t) {
         return 0;
 }
 
+/* The slots charged to uid, after adding delta (0: only look). */
+static uint32_t user_slots_add(EpTables *t, uid_t uid, int delta) {
+        void *v = ep_hashmap_get(t->user_slots, &uid);
+        uint32_t n = 0;
+
+        if (v)
+                memcpy(&n, v, sizeof n);
+        if (delta == 0)
+                return n;
+        n += (uint32_t) delta;
+        if (n == 0)
+                (void) ep_hashmap_remove(t->user_slots, &uid, NULL);
+        else if (v || ep_hashmap_put(t->user_slots, &uid, &v) >= 0)
+                memcpy(v, &n, sizeof n);
+        return n;
+}
+
 static void slot_release(EpTables *t, uint32_t slot) {
         if (slot == 0)
                 return;
@@ -235,6 +257,8 @@ static void file_drop(EpTables *t, TableFile *f, bool outer_removed) {
                 t->room_freed = true;
         table_unload(t, f, outer_removed);
         set_state(t, f, T_IDLE);
+        if (f->slot != 0 && f->charged != 0)
+                (void) user_slots_add(t, f->charged, -1);
         slot_release(t, f->slot);
         (void) ep_hashmap_remove(t->files, &f->key, NULL);
         free(f);
@@ -258,6 +282,7 @@ EpTables *ep_tables_free(EpTables *t) {
                 free(f);
         }
         ep_hashmap_free(t->files);
+        ep_hashmap_free(t->user_slots);
         free(t->to_publish);
         ep_rule_set_free(t->rules);
         free(t->free_slots);
@@ -284,8 +309,9 @@ int ep_tables_new(const EpUnwindMaps *maps, uint32_t max_files, uint64_t unload_
         t->next_slot = 1;
         t->unload_delay_ns = unload_delay_ns;
         t->files = ep_hashmap_new(sizeof(uint32_t), sizeof(TableFile *));
+        t->user_slots = ep_hashmap_new(sizeof(uid_t), sizeof(uint32_t));
         t->free_slots = calloc(max_files, sizeof *t->free_slots);
-        if (!t->files || !t->free_slots)
+        if (!t->files || !t->user_slots || !t->free_slots)
                 return -ENOMEM;
         r = ep_rule_set_new(EP_BPF_MAX_RULES, &t->rules);
         if (r < 0)
@@ -381,7 +407,7 @@ uint64_t ep_tables_slot_epoch(const EpTables *t) {
         return t->slot_epoch;
 }
 
-uint32_t ep_tables_ref(EpTables *t, uint32_t file_key) {
+uint32_t ep_tables_ref(EpTables *t, uint32_t file_key, uid_t uid) {
         TableFile *f;
 
         if (file_key == 0)
@@ -391,8 +417,18 @@ uint32_t ep_tables_ref(EpTables *t, uint32_t file_key) {
                 return 0;
         f->refs++;
         f->unused_since_ns = 0;
+        if (f->slot == 0 && uid != 0 && user_slots_add(t, uid, 0) >= t->max_files / SLOTS_PER_USER_DIVISOR) {
+                if (t->user_full++ == 0)
+                        log_warning("User %u holds %u BPF file slots, its share: frames in further files of "
+                                    "its processes take frame-pointer steps.", (unsigned) uid,
+                                    t->max_files / SLOTS_PER_USER_DIVISOR);
+                return 0;
+        }
         if (f->slot == 0) {
                 f->slot = slot_alloc(t);
+                f->charged = f->slot != 0 ? uid : 0;
+                if (f->charged != 0)
+                        (void) user_slots_add(t, uid, 1);
                 if (f->slot == 0) {
                         if (t->no_slot++ == 0)
                                 log_warning("All %u BPF file slots are in use: frames in further files take "
@@ -836,5 +872,6 @@ void ep_tables_stats(const EpTables *t, EpTablesStats *ret) {
                 .errors = t->errors,
                 .no_slot = t->no_slot,
                 .too_big = t->too_big,
+                .user_full = t->user_full,
         };
 }

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "bpf-setup.h"
 #include "macro.h"
@@ -34,6 +35,7 @@ typedef struct EpTablesStats {
         uint64_t errors;      /* bad answers, failed loads, symbolizer errors (not "no CFI") */
         uint64_t no_slot;     /* references that found every slot taken */
         uint64_t too_big;     /* tables refused for taking more than one file's share */
+        uint64_t user_full;   /* references refused for a user holding its share of the slots */
 } EpTablesStats;
 
 /* Results handed to ep_tables_request_done(). */
@@ -53,9 +55,11 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(EpTables *, ep_tables_free);
 /* Called when the queue gains a request. */
 void ep_tables_set_kick(EpTables *t, void (*kick)(void *userdata), void *userdata);
 
-/* A process maps file_key (once per process, whatever the number of mappings). Returns the
- * file's BPF file number, 0 when no slot is free (its frames then take frame-pointer steps). */
-uint32_t ep_tables_ref(EpTables *t, uint32_t file_key);
+/* A process of user uid maps file_key (once per process, whatever the number of mappings).
+ * Returns the file's BPF file number, 0 when no slot is free or a user other than root holds
+ * its share of them already, an eighth (its frames then take frame-pointer steps). A slot is
+ * charged to the user whose process took it, until the file is unloaded. */
+uint32_t ep_tables_ref(EpTables *t, uint32_t file_key, uid_t uid);
 void ep_tables_unref(EpTables *t, uint32_t file_key);
 /* Changes whenever a slot is freed: a process that got 0 for a file asks again then. */
 uint64_t ep_tables_slot_epoch(const EpTables *t);

@@ -71,14 +71,18 @@ THREADS = '''\
 import ctypes, sys, threading, time
 libc = ctypes.CDLL(None)
 
+def say(label):  # one write: the two threads' lines never interleave
+    sys.stdout.write(f"{label} {libc.syscall(186)}\\n")
+    sys.stdout.flush()
+
 def spin_a():
-    print("a", libc.syscall(186), flush=True)
+    say("a")
     x = 0
     while True:
         x += 1  # A-BUSY
 
 def spin_b():
-    print("b", libc.syscall(186), flush=True)
+    say("b")
     x = 0
     while True:
         x -= 1  # B-BUSY

@@ -184,13 +184,33 @@ def test_thread_by_name_and_by_tid(profiler, run):
     assert header_samples(out) == store_sum(profiler, "s.tid = ?", tid)
 
 
+def window_samples(profiler, pid, since_ns, until_ns, of_a=None):
+    """The store's samples of pid in the intervals that overlap [since, until) (as top selects
+    them); of_a: only those of the process that started in [of_a[0], of_a[1]] (True) or of any
+    other process given the same pid (False)."""
+    where = "p.pid = ? AND s.interval IN (SELECT id FROM intervals WHERE end_ns > ? AND start_ns < ?)"
+    params = [pid, since_ns, until_ns]
+    if of_a is not None:
+        lo, hi, mine = of_a
+        where += f" AND {'' if mine else 'NOT '}(p.start_time_ns BETWEEN ? AND ?)"
+        params += [int(lo * 1e9), int(hi * 1e9)]
+    return int(store_sum(profiler, where, *params))
+
+
 def test_since_until_select_the_time_window(profiler, run):
     a, t0, t1 = run["a"], run["t_start"], run["t_end"]
-    # Intervals are 2 s: one that overlaps a window ending 3 s before A started holds none of A.
-    out = top(profiler, "--pid", a, "--until", f"{t0 - 3:.3f}").stdout
-    assert "No samples" in out and not rows(out), out
-    out = top(profiler, "--pid", a, "--since", f"{t1 + 3:.3f}").stdout
-    assert "No samples" in out and not rows(out), out
+    # Intervals are 2 s: one that overlaps a window ending 3 s before A started holds none of A,
+    # nor one starting 3 s after it ended. Pids are reused (pid_max is often 32768): another
+    # process may have had A's pid in those windows, and top --pid shows it, as the store has it.
+    for args, since, until in ((("--until", f"{t0 - 3:.3f}"), 0, int((t0 - 3) * 1e9)),
+                               (("--since", f"{t1 + 3:.3f}"), int((t1 + 3) * 1e9), 2**63 - 1)):
+        out = top(profiler, "--pid", a, *args).stdout
+        assert window_samples(profiler, a, since, until, (t0 - 1, t1, True)) == 0, out
+        others = window_samples(profiler, a, since, until, (t0 - 1, t1, False))
+        if others == 0:
+            assert "No samples" in out and not rows(out), out
+        else:
+            assert header_samples(out) == others, out
     out = top(profiler, "--pid", a, "--since", f"{t0 - 3:.3f}", "--until", f"{t1 + 3:.3f}").stdout
     assert functions(out)[0] == "gamma_spin", out
     assert header_samples(out) == store_sum(profiler, "p.pid = ?", a)

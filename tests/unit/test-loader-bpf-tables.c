@@ -152,9 +152,9 @@ int main(void) {
         ASSERT_OK(ep_tables_new(&maps, MAX_FILES, 0, &t));
 
         /* A file is referenced: it gets a slot and a request; nothing is loaded yet. */
-        slot7 = ep_tables_ref(t, 7);
+        slot7 = ep_tables_ref(t, 7, 0);
         ASSERT_TRUE(slot7 > 0);
-        ASSERT_EQ(ep_tables_ref(t, 7), slot7); /* a second process: same slot, one request */
+        ASSERT_EQ(ep_tables_ref(t, 7, 0), slot7); /* a second process: same slot, one request */
         ASSERT_EQ(ep_tables_find_rule(t, 7, 0x1000, &rule, &pending), EP_LOOKUP_NO_TABLE);
         ASSERT_TRUE(pending);
         request(t, 7);
@@ -181,7 +181,7 @@ int main(void) {
         ep_tables_find_done(t);
 
         /* Malformed answers change nothing in BPF: a truncated blob, another file's table. */
-        slot8 = ep_tables_ref(t, 8);
+        slot8 = ep_tables_ref(t, 8, 0);
         request(t, 8);
         ep_tables_request_done(t, 8, id8, EP_TABLE_OK, blob, size - 8);
         ep_tables_stats(t, &st);
@@ -193,7 +193,7 @@ int main(void) {
         ASSERT_TRUE(!pending);
 
         /* A file without CFI: frame-pointer steps, said by file_state. */
-        slot9 = ep_tables_ref(t, 9);
+        slot9 = ep_tables_ref(t, 9, 0);
         request(t, 9);
         ep_tables_request_done(t, 9, id9, EP_TABLE_NO_CFI, NULL, 0);
         ASSERT_EQ(bpf_map_lookup_elem(maps.file_state, &slot9, &id), 0);
@@ -202,7 +202,7 @@ int main(void) {
         ASSERT_EQ(rule.cfa_kind, EP_CFA_FP_FALLBACK);
 
         /* Transient failures are asked again when the symbolizer comes back. */
-        ASSERT_TRUE(ep_tables_ref(t, 10) > 0);
+        ASSERT_TRUE(ep_tables_ref(t, 10, 0) > 0);
         request(t, 10);
         ep_tables_request_done(t, 10, NULL, EP_TABLE_UNSUPPORTED, NULL, 0);
         ep_tables_sweep(t);
@@ -239,7 +239,7 @@ int main(void) {
 
         /* Slots are reused, the one freed last first: a file whose number BPF's cache still
          * holds rules of, which the generation above makes stale. */
-        ASSERT_EQ(ep_tables_ref(t, 11), slot9);
+        ASSERT_EQ(ep_tables_ref(t, 11, 0), slot9);
         ep_tables_unref(t, 11);
         free(blob);
 
@@ -248,7 +248,7 @@ int main(void) {
                 uint8_t big_id[EP_FILE_ID_SIZE] = { 20 };
                 void *big = make_rules_table(big_id, 4096, 8, &size); /* and INVALID */
 
-                ASSERT_TRUE(ep_tables_ref(t, 20) > 0);
+                ASSERT_TRUE(ep_tables_ref(t, 20, 0) > 0);
                 request(t, 20);
                 ep_tables_request_done(t, 20, big_id, EP_TABLE_OK, big, size);
                 ASSERT_TRUE(streq(state_of(t, 20), "too-big"));
@@ -271,7 +271,7 @@ int main(void) {
                 for (uint32_t i = 0; i < N; i++) {
                         uint8_t fid[EP_FILE_ID_SIZE] = { (uint8_t) (FIRST + i) };
                         tables[i] = make_rules_table(fid, 4095, 8 + 8 * 4096 * (int32_t) i, &size);
-                        ASSERT_TRUE(ep_tables_ref(t, FIRST + i) > 0);
+                        ASSERT_TRUE(ep_tables_ref(t, FIRST + i, 0) > 0);
                         request(t, FIRST + i);
                         ep_tables_request_done(t, FIRST + i, fid, EP_TABLE_OK, tables[i], size);
                 }
@@ -301,6 +301,33 @@ int main(void) {
                         free(tables[i]);
         }
 
+        /* A user other than root holds at most an eighth of the slots (8 of 64 here); others
+         * and root still get theirs, and the share is the user's again once its files leave. */
+        {
+                const uint32_t share = MAX_FILES / 8;
+
+                for (uint32_t k = 0; k < share; k++)
+                        ASSERT_TRUE(ep_tables_ref(t, 200 + k, 1000) > 0);
+                ASSERT_EQ(ep_tables_ref(t, 200 + share, 1000), 0);
+                ASSERT_TRUE(ep_tables_ref(t, 200 + share, 2000) > 0); /* another user's process */
+                ASSERT_TRUE(ep_tables_ref(t, 300, 0) > 0);
+                ASSERT_TRUE(ep_tables_ref(t, 200, 2000) > 0);           /* held already: no new slot */
+                ep_tables_stats(t, &st);
+                ASSERT_EQ(st.user_full, 1);
+                for (uint32_t k = 0; k < share; k++)
+                        ep_tables_unref(t, 200 + k);
+                ep_tables_unref(t, 200);
+                ep_tables_unref(t, 200 + share);
+                ep_tables_unref(t, 200 + share); /* the refused reference counts as a user too */
+                ep_tables_unref(t, 300);
+                ep_tables_sweep(t);
+                for (uint32_t k = 0; k < share; k++)
+                        ASSERT_TRUE(ep_tables_ref(t, 400 + k, 1000) > 0);
+                for (uint32_t k = 0; k < share; k++)
+                        ep_tables_unref(t, 400 + k);
+                ep_tables_sweep(t);
+        }
+
         /* Every slot taken: a reference gets none; a slot freed changes the epoch, so the
          * process that got none asks again and gets it. */
         {
@@ -308,7 +335,7 @@ int main(void) {
                 uint64_t epoch;
 
                 for (uint32_t k = 100; k < 100 + MAX_FILES; k++)
-                        if (ep_tables_ref(t, k) == 0) {
+                        if (ep_tables_ref(t, k, 0) == 0) {
                                 key_full = k;
                                 break;
                         }
@@ -319,7 +346,7 @@ int main(void) {
                 ep_tables_unref(t, 100);
                 ep_tables_sweep(t);
                 ASSERT_TRUE(ep_tables_slot_epoch(t) != epoch);
-                ASSERT_TRUE(ep_tables_ref(t, key_full) > 0);
+                ASSERT_TRUE(ep_tables_ref(t, key_full, 0) > 0);
         }
         return tests_summary("test-loader-bpf-tables");
 }
