@@ -724,6 +724,8 @@ static __always_inline struct ep_bpf_sample *begin_sample(struct bpf_perf_event_
         rec->n_kernel = 0;
         rec->n_user = 0;
         rec->flags = 0;
+        rec->maps_owner = 0;
+        rec->reserved = 0;
         bpf_get_current_comm(rec->comm, sizeof(rec->comm));
 
         r = bpf_get_stack(ctx, rec->frames, EP_BPF_MAX_KERNEL_FRAMES * sizeof(__u64), 0);
@@ -777,6 +779,8 @@ static __always_inline int send_sample(struct ep_bpf_sample *rec, __u32 n, __u32
         __u64 size, wakeup = 0;
 
         rec->stop_reason = stop;
+        rec->maps_owner = proc ? proc->owner : 0;
+        rec->reserved = 0;
         if (stop < _EP_STOP_MAX)
                 count(EP_BPF_CNT_STOP_BASE + stop);
 

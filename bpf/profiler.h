@@ -66,10 +66,17 @@ struct ep_bpf_sample {
         __u16 stop_reason; /* EP_STOP_* of the user-space walk */
         __u16 flags;       /* EP_BPF_SAMPLE_* */
         char comm[16];
+        /* Whose mappings the walk used (ep_bpf_proc.owner): pid's own, or its parent's when
+         * BPF gave the child its parent's entry at fork and the loader has not written the
+         * child's yet. Before an exec such a child runs its parent's image; the loader reads
+         * the child's mappings later, maybe after the exec, so it places the PCs in the parent's
+         * mappings. 0: no entry. */
+        __u32 maps_owner;
+        __u32 reserved;
         __u64 frames[EP_BPF_MAX_FRAMES];
 };
 
-#define EP_BPF_SAMPLE_HEADER_SIZE 48 /* offsetof(struct ep_bpf_sample, frames) */
+#define EP_BPF_SAMPLE_HEADER_SIZE 56 /* offsetof(struct ep_bpf_sample, frames) */
 
 /* When the unwind could not use tables for the whole stack (the process or a mapping was not
  * known yet, a table was not loaded yet), the sample is sent as a fixed-size record of
@@ -117,7 +124,7 @@ struct ep_bpf_mapping {
 
 struct ep_bpf_proc {
         __u32 n;
-        __u32 reserved;
+        __u32 owner; /* the pid the loader wrote it for (a forked child has its parent's copy) */
         struct ep_bpf_mapping m[EP_BPF_MAX_MAPPINGS];
 };
 

@@ -395,6 +395,8 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "t", l->stack_copies);
         if (streq(property, "TracesConvertedBefore"))
                 return sd_bus_message_append(reply, "t", trace_cache_stats(l->trace_cache).hits);
+        if (streq(property, "ParentImageSamples"))
+                return sd_bus_message_append(reply, "t", l->inherited_images);
         if (streq(property, "LoaderUnwinds"))
                 return sd_bus_message_append(reply, "t", l->user_unwinds);
         if (streq(property, "DeferredSamples"))
@@ -516,6 +518,7 @@ static const sd_bus_vtable loader_vtable[] = {
         SD_BUS_PROPERTY("StackCopies", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("TracesConvertedBefore", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LoaderUnwinds", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("ParentImageSamples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("DeferredSamples", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("DeferredExpired", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("WaitingSamples", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -546,7 +549,7 @@ static uint64_t hash_values(const uint64_t *v, size_t n) {
  * CPUs are announced by SetFrequency itself. Each entry of l->published stands for a group of
  * properties: the exact value, or a hash of the group's values. */
 void loader_bus_emit_changes(Loader *l) {
-        static const char *const groups[][7] = {
+        static const char *const groups[][8] = {
                 { "Samples" },
                 { "LostSamples" },
                 { "RingFullDrops", "RingPeerErrors", "MemoryRefusals", "FileProbeTimeouts" },
@@ -560,8 +563,8 @@ void loader_bus_emit_changes(Loader *l) {
                 { "TablesLoaded", "PendingTables" },
                 { "TableBytes", "TableRequests", "TableErrors", "UnwindRules", "FramePointerFiles",
                   "FileSlotRefusals" },
-                { "MappingOverflows", "StackCopies", "LoaderUnwinds", "DeferredSamples", "DeferredExpired",
-                  "WaitingSamples", "TracesConvertedBefore" },
+                { "MappingOverflows", "StackCopies", "LoaderUnwinds", "ParentImageSamples", "DeferredSamples",
+                  "DeferredExpired", "WaitingSamples", "TracesConvertedBefore" },
         };
         uint64_t c[EP_BPF_CNT_MAX], now[ELEMENTSOF(l->published)];
         const char *names[64];
@@ -591,8 +594,8 @@ void loader_bus_emit_changes(Loader *l) {
         now[10] = hash_values((const uint64_t[]) { ts.bytes, ts.requests, ts.errors, ts.rules, ts.fp_only,
                                                    ts.no_slot + ts.user_full }, 6);
         now[11] = hash_values((const uint64_t[]) { l->mapping_overflows, l->stack_copies, l->user_unwinds,
-                                                   l->deferred_total, l->deferred_expired, l->n_deferred,
-                                                   trace_cache_stats(l->trace_cache).hits }, 7);
+                                                   l->inherited_images, l->deferred_total, l->deferred_expired,
+                                                   l->n_deferred, trace_cache_stats(l->trace_cache).hits }, 8);
 
         for (size_t g = 0; g < ELEMENTSOF(groups); g++) {
                 if (now[g] == l->published[g])

@@ -84,6 +84,7 @@ typedef struct Loader {
         size_t deferred_bytes;
         uint64_t stack_copies;     /* samples received with a stack copy */
         uint64_t user_unwinds;     /* ... whose stack the loader's unwind recovered better */
+        uint64_t inherited_images; /* samples of a forked child placed in its parent's mappings */
         uint64_t deferred_total;   /* samples that waited for a table */
         uint64_t deferred_expired; /* ... and were sent when the wait ran out */
 

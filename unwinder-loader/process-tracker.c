@@ -117,7 +117,7 @@ void loader_track_process(Loader *l, EpProcess *p) {
                 };
         }
         v->n = n;
-        v->reserved = 0;
+        v->owner = pid;
 
         if (bpf_map_update_elem(l->maps.proc_mappings, &pid, v, BPF_ANY) < 0) {
                 if (l->bpf_sync_errors++ == 0)

@@ -310,6 +310,23 @@ static unsigned convert_user_frames(Loader *l, EpProcess *p, const struct ep_bpf
         return n;
 }
 
+/* The process whose address space the sample's PCs are in: the parent whose mappings BPF
+ * walked with, for a forked child BPF had given the parent's entry (bpf/profiler.h,
+ * maps_owner) when the loader tracks that parent, else the process itself. Before its exec a
+ * child runs its parent's image, while the loader may read the child's mappings only after the
+ * exec (a loaded machine): placed in those, the PCs would be in no file or in the wrong one. */
+static EpProcess *sample_image(Loader *l, EpProcess *p, const struct ep_bpf_sample *s) {
+        EpProcess *owner;
+
+        if (s->maps_owner == 0 || s->maps_owner == s->pid)
+                return p;
+        owner = ep_proc_table_get(l->procs, (pid_t) s->maps_owner);
+        if (!owner || owner->gone || owner->n_mappings == 0)
+                return p;
+        l->inherited_images++;
+        return owner;
+}
+
 /* Converts one sample and pushes it to the trace ring. With a stack copy, the loader unwinds
  * it again and keeps whichever unwind got further. Returns 1 (and sends nothing) when that
  * unwind waits for a table and allow_wait is set; *ret_waiting is that table's file key. */
@@ -320,12 +337,14 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
         unsigned stop = s->stop_reason;
         bool refreshed = false, from_bpf = true, have_state, pure = false;
         const EpFrame *cached = NULL;
+        EpProcess *image;
         TraceCacheState state;
         EpTraceMsg *msg;
         size_t len;
 
         if (!ring_open(l))
                 return 0;
+        image = sample_image(l, p, s);
         if (copy) {
                 unsigned un, n_bpf_native;
                 uint32_t waiting;
@@ -333,15 +352,15 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
 
                 /* A PC the cache does not know makes it read the mappings again (the reason
                  * BPF could not unwind may be a mapping it did not know either). */
-                (void) resolve(l, p, copy->pc, s->time_ns, &refreshed);
+                (void) resolve(l, image, copy->pc, s->time_ns, &refreshed);
                 for (unsigned i = 1; i < nu && !refreshed; i++) {
                         if (user[i] >> EP_BPF_FRAME_FLAGS_SHIFT & EP_BPF_FRAME_F_RUNTIME) {
                                 i++; /* a CPython frame's two slots: no code address */
                                 continue;
                         }
-                        (void) resolve(l, p, (user[i] & EP_BPF_FRAME_ADDR_MASK) - 1, s->time_ns, &refreshed);
+                        (void) resolve(l, image, (user[i] & EP_BPF_FRAME_ADDR_MASK) - 1, s->time_ns, &refreshed);
                 }
-                us = loader_user_unwind(l, p, copy, l->user_frames, EP_BPF_MAX_USER_FRAMES, &un, &waiting);
+                us = loader_user_unwind(l, image, copy, l->user_frames, EP_BPF_MAX_USER_FRAMES, &un, &waiting);
 
                 if (waiting && allow_wait) {
                         *ret_waiting = waiting;
@@ -351,7 +370,7 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
                 if (us == EP_STOP_OK || un > n_bpf_native) {
                         /* Interpreter frames from BPF go into the loader's native unwind. */
                         if (n_bpf_native < nu) {
-                                nu = splice_interp_frames(l, p, user, nu, un, us == EP_STOP_OK);
+                                nu = splice_interp_frames(l, image, user, nu, un, us == EP_STOP_OK);
                                 user = l->spliced_frames;
                         } else {
                                 user = l->user_frames;
@@ -366,13 +385,13 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
                 l->frames[i] = (EpFrame) { .addr = s->frames[i], .kind = EP_FRAME_KERNEL };
         /* BPF's own frames, in a state of the process they were converted in before: copied. A
          * pure conversion read no mappings again, so the state is still the one taken here. */
-        have_state = from_bpf && trace_state(l, p, &state);
+        have_state = from_bpf && image == p && trace_state(l, p, &state);
         if (have_state)
                 cached = trace_cache_find(l->trace_cache, &state, user, nu, &n_user, &n_interp);
         if (cached)
                 memcpy(l->frames + nk, cached, (size_t) n_user * sizeof *cached);
         else
-                n_user = convert_user_frames(l, p, s, user, nu, &refreshed, l->frames + nk, &n_interp, &pure);
+                n_user = convert_user_frames(l, image, s, user, nu, &refreshed, l->frames + nk, &n_interp, &pure);
         l->interp_frames_sent += n_interp;
         n = nk + n_user;
 

@@ -45,12 +45,12 @@ from shutil import which
 
 import pytest
 
-from conftest import (BUILD, NATIVE, REPO, WORKLOADS, Profiler, need_root, run_until_sampled, running_profiler,
-                      samples_with_frames)
+from conftest import (BUILD, NATIVE, REPO, WORKLOADS, Profiler, need_root, read_lines, run_until_sampled,
+                      running_profiler, samples_with_frames)
 from waiting import wait_until
 
 sys.path.insert(0, str(REPO / "tests" / "replay"))
-from expected_frames import (CHAINS, CXXSORT_TAIL, SPAWN_CHILD, THREAD_ROOT,  # noqa: E402
+from expected_frames import (CHAINS, CXXSORT_TAIL, MAIN_ROOT, SPAWN_CHILD, THREAD_ROOT,  # noqa: E402
                              chain_equal, ends_with, normalize, strip_clock_frames)
 
 REPLAY = BUILD / "tests" / "replay" / "ep-replay"
@@ -483,6 +483,59 @@ def test_spawned_children_have_the_exact_chain(profiler, namer):
     for how in ("posix_spawn", "vfork"):
         sub = collect(profiler, [p for p, h in children.items() if h == how], namer)
         assert sub.total > 0, f"no samples of the {how} children"
+
+
+PRE_EXEC_CHAIN = ["child_spin", "pre_exec_spin", "pre_exec_outer", "fork_then_exec"] + MAIN_ROOT
+
+
+def test_a_child_sampled_before_its_exec_is_in_its_parents_image(profiler, namer):
+    """A forked child runs its parent's image until it execs, and BPF walks it with the parent's
+    mappings (it gives the child the parent's entry at fork); the loader may read the child's
+    own mappings only after the exec (on a loaded machine). Made certain here by stopping the
+    loader from before the fork until the exec is done: the samples wait in the BPF ring, and
+    the child's mappings the loader then reads are the new program's. The samples taken before
+    the exec are still placed in the parent's image: the exact chain, to the root."""
+    loader = profiler.daemon_pid("ebpf-profiler-loader")
+    placed = profiler.prop("Loader", "ParentImageSamples")
+    parent = subprocess.Popen([str(WORKLOADS / "spawn"), "--fork-exec", "1.5", str(WORKLOADS / "fpchain"), "2"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    child = None
+    try:
+        # The parent is known to the loader and its entry is in BPF: what the fork copies.
+        wait_until(lambda: (sum(profiler.stack_counts(parent.pid).values()) > 0, None),
+                   "samples of the parent", 120)
+        profiler.wait_for_tables([parent.pid])
+        os.kill(loader, signal.SIGSTOP)
+        try:
+            parent.stdin.write(b"go\n")
+            parent.stdin.flush()
+            forked, exec_line = read_lines(parent, 2)
+            child = int(forked.split()[1])
+            assert exec_line == "exec", (forked, exec_line)
+
+            def exec_done():
+                try:
+                    return os.readlink(f"/proc/{child}/exe").endswith("/fpchain"), None
+                except OSError as e:
+                    return False, str(e)
+            wait_until(exec_done, f"child {child} to exec fpchain", 60, interval=0.05)
+        finally:
+            os.kill(loader, signal.SIGCONT)
+        parent.wait(timeout=120)
+        assert parent.returncode == 0, f"spawn --fork-exec exited {parent.returncode}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+    prof = collect(profiler, [child], namer)
+    exact = chain_of([PRE_EXEC_CHAIN])
+    pre_exec = [(c, frames) for pid, tid, _, frames, c in prof.samples
+                if any(name == "pre_exec_spin" for name, _ in frames)]
+    n = sum(c for c, _ in pre_exec)
+    bad = [(c, frames) for c, frames in pre_exec if not (exact(child, child, frames) and main_root(frames))]
+    assert n >= 20, f"{n} samples of the child in its parent's image: {prof.worst(lambda *a: False)}"
+    assert n - sum(c for c, _ in bad) >= COMPLETE * n, f"before its exec, not the exact chain: {bad[:4]}"
+    assert profiler.prop("Loader", "ParentImageSamples") - placed >= n
 
 
 @pytest.mark.parametrize("name", sorted(DEBIAN))

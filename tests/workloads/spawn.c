@@ -5,8 +5,16 @@
  * The parent waits for each child before starting the next and prints one line per child,
  * "spawned PID posix_spawn" or "spawned PID vfork", so a test knows which processes to look
  * at. Built without frame pointers. Usage: spawn SECONDS [CHILD_SECONDS]
- *        spawn --child CHILD_SECONDS */
+ *        spawn --child CHILD_SECONDS
+ *
+ * Or, with --fork-exec, one child that runs this program's image before it execs another:
+ *   spawn --fork-exec PRE_SECONDS PROGRAM [ARGS...]
+ * spins until a line comes on stdin (so the profiler knows it), forks, prints "forked PID" and
+ * waits for the child, which runs
+ *   main → fork_then_exec → pre_exec_outer → pre_exec_spin → child_spin
+ * for PRE_SECONDS, prints "exec" and execs PROGRAM ARGS. */
 #include <errno.h>
+#include <poll.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +49,43 @@ NOINLINE uint64_t child_outer(double until) {
         return r;
 }
 
+NOINLINE uint64_t pre_exec_spin(double until) {
+        uint64_t r = child_spin(until);
+        sink += r; /* no tail call: a frame of its own */
+        return r;
+}
+
+NOINLINE uint64_t pre_exec_outer(double until) {
+        uint64_t r = pre_exec_spin(until);
+        sink += r;
+        return r;
+}
+
+static int wait_child(pid_t pid);
+
+NOINLINE int fork_then_exec(double pre_seconds, char **argv) {
+        struct pollfd in = { .fd = STDIN_FILENO, .events = POLLIN };
+        pid_t pid;
+
+        while (poll(&in, 1, 0) == 0)
+                sink += child_spin(workload_now() + 0.01);
+        pid = fork();
+        if (pid < 0) {
+                perror("fork");
+                return 1;
+        }
+        if (pid == 0) {
+                sink += pre_exec_outer(workload_now() + pre_seconds);
+                printf("exec\n");
+                fflush(stdout);
+                execv(argv[0], argv);
+                _exit(127);
+        }
+        printf("forked %d\n", (int) pid);
+        fflush(stdout);
+        return wait_child(pid) < 0;
+}
+
 static int wait_child(pid_t pid) {
         int status;
 
@@ -54,6 +99,8 @@ int main(int argc, char **argv) {
         char self[4096];
         ssize_t n;
 
+        if (argc > 3 && strcmp(argv[1], "--fork-exec") == 0)
+                return fork_then_exec(atof(argv[2]), argv + 3);
         if (argc > 2 && strcmp(argv[1], "--child") == 0) {
                 sink += child_outer(workload_now() + atof(argv[2]));
                 return 0;
