@@ -593,15 +593,29 @@ def otlp_endpoint(receiver):
     return f"http://127.0.0.1:{receiver.port}/v1development/profiles"
 
 
+# When each process a test started was started (time.time_ns()), by pid: pid_max is often
+# 32768, so over a run a pid is given to other processes, which the store keeps under the same
+# pid; samples_with_frames() takes the process that started with the pid first after launch().
+LAUNCHED = {}
+
+
+def launch(argv, **kwargs):
+    """subprocess.Popen(argv, **kwargs), its start time kept in LAUNCHED."""
+    started = time.time_ns()
+    p = subprocess.Popen(argv, **kwargs)
+    LAUNCHED[p.pid] = started
+    return p
+
+
 def run_workload(name, seconds, *args):
     """Starts a workload from the build tree; returns the Popen."""
-    return subprocess.Popen([str(WORKLOADS / name), str(seconds), *map(str, args)])
+    return launch([str(WORKLOADS / name), str(seconds), *map(str, args)])
 
 
 def run_until_sampled(profiler, argv, n, timeout=300):
     """Runs argv until the store holds n of its samples, then SIGKILLs it (or until it ends by
     itself); returns the Popen. A busy machine takes longer, never gives fewer samples."""
-    p = subprocess.Popen([str(a) for a in argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = launch([str(a) for a in argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         def enough():
             if p.poll() is not None:
@@ -648,7 +662,8 @@ def samples_with_frames(con, pid):
     stack. Frames are leaf first, each a dict: kind (EP_FRAME_*), function (None while
     unsymbolized), path (the file of a native frame, else None), addr (file offset of a native
     frame, kernel address of a kernel one). Inline lines expand innermost first, as in
-    stacks_for_pid()."""
+    stacks_for_pid(). A process started by launch() is told from the ones given its pid
+    before or after it by its start time."""
     lines = {}
     for frame, function in con.execute(
             "SELECT frame, function FROM frame_lines ORDER BY frame, depth"):
@@ -656,10 +671,17 @@ def samples_with_frames(con, pid):
     info = {fid: (kind, addr, path) for fid, kind, addr, path in con.execute(
         "SELECT f.id, f.kind, f.addr, fi.path FROM frames f LEFT JOIN files fi ON fi.id = f.file AND f.kind = 1")}
     out = []
+    which, params = "p.pid = ?", [pid]
+    # The first to start with the pid after the launch (no other can meanwhile), or one whose
+    # start the loader could not read (gone first).
+    if pid in LAUNCHED:
+        which += (" AND (p.start_time_ns = (SELECT MIN(start_time_ns) FROM processes"
+                  " WHERE pid = ? AND start_time_ns >= ?) OR COALESCE(p.start_time_ns, 0) = 0)")
+        params += [pid, LAUNCHED[pid] - 10**9]  # start times are in clock ticks
     rows = con.execute(
         "SELECT s.tid, s.thread_name, st.frames, SUM(s.count) FROM samples s "
         "JOIN processes p ON p.id = s.process JOIN stacks st ON st.id = s.stack "
-        "WHERE p.pid = ? GROUP BY s.tid, s.thread_name, st.id", (pid,))
+        f"WHERE {which} GROUP BY s.tid, s.thread_name, st.id", params)
     for tid, thread_name, blob, count in rows:
         frames = []
         for fid in frame_ids(blob):

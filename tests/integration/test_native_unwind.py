@@ -45,8 +45,8 @@ from shutil import which
 
 import pytest
 
-from conftest import (BUILD, NATIVE, REPO, WORKLOADS, Profiler, need_root, read_lines, run_until_sampled,
-                      running_profiler, samples_with_frames)
+from conftest import (BUILD, NATIVE, REPO, WORKLOADS, Profiler, launch, need_root, read_lines,
+                      run_until_sampled, running_profiler, samples_with_frames)
 from waiting import wait_until
 
 sys.path.insert(0, str(REPO / "tests" / "replay"))
@@ -281,7 +281,7 @@ def make_database(path):
 
 def run_for(argv, stop_after=None, timeout=120, stdout=subprocess.DEVNULL):
     """Runs argv to its end, or SIGKILLs it after stop_after seconds; returns the Popen."""
-    p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL)
+    p = launch(argv, stdout=stdout, stderr=subprocess.DEVNULL)
     try:
         p.wait(timeout=stop_after if stop_after is not None else timeout)
     except subprocess.TimeoutExpired:
