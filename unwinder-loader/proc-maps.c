@@ -236,9 +236,21 @@ static int read_small_file(const char *path, size_t max, char **ret) {
         return 0;
 }
 
-static int read_metadata(EpProcTable *t, EpProcess *p, bool *ret_changed) {
-        _cleanup_free_ char *stat = NULL, *status = NULL, *comm = NULL, *cgroup = NULL;
+/* The real user of pid, which a process cannot hide by making itself non-dumpable (the owner
+ * of /proc/PID would then say root); (uid_t) -1 when unknown. */
+static uid_t read_real_uid(EpProcTable *t, pid_t pid) {
+        _cleanup_free_ char *status = NULL;
+        char path[PATH_MAX];
         EpStatusIds ids;
+
+        if (proc_path(t, pid, "status", path, sizeof path) < 0 || read_small_file(path, 4096, &status) < 0 ||
+            ep_parse_status_ids(status, &ids) < 0 || ids.uid < 0 || ids.uid >= UINT32_MAX)
+                return (uid_t) -1;
+        return (uid_t) ids.uid;
+}
+
+static int read_metadata(EpProcTable *t, EpProcess *p, bool *ret_changed) {
+        _cleanup_free_ char *stat = NULL, *comm = NULL, *cgroup = NULL;
         char path[PATH_MAX], exe[PATH_MAX], container_id[65];
         uint64_t ticks;
         ssize_t n;
@@ -256,14 +268,12 @@ static int read_metadata(EpProcTable *t, EpProcess *p, bool *ret_changed) {
                 *ret_changed = true;
                 p->start_ticks = ticks;
                 p->start_time_ns = t->boot_to_realtime_ns + ticks * t->tick_ns;
+                p->uid = (uid_t) -1; /* another process: read below */
         }
-
-        /* The real user, which a process cannot hide by making itself non-dumpable (the owner
-         * of /proc/PID would then say root): its share of the tables is counted against it. */
-        p->uid = (uid_t) -1;
-        if (proc_path(t, p->pid, "status", path, sizeof path) >= 0 && read_small_file(path, 4096, &status) >= 0 &&
-            ep_parse_status_ids(status, &ids) >= 0 && ids.uid >= 0 && ids.uid < UINT32_MAX)
-                p->uid = (uid_t) ids.uid;
+        /* Once per process, not per re-read of its mappings: its share of the tables is
+         * counted against its user. */
+        if (p->uid == (uid_t) -1)
+                p->uid = read_real_uid(t, p->pid);
 
         if (proc_path(t, p->pid, "comm", path, sizeof path) >= 0 && read_small_file(path, 64, &comm) >= 0) {
                 comm[strcspn(comm, "\n")] = 0;

@@ -58,8 +58,8 @@ typedef struct EpProcess {
         uint64_t synced_gen;         /* maps_gen last written to BPF; 0 = never */
         uint64_t synced_boot_ns;     /* CLOCK_BOOTTIME of that write */
         uint32_t *held_files;        /* file keys it holds a table reference on, sorted */
-        uint64_t slotless_epoch;     /* a file found every slot taken: tables.c's slot epoch + 1
-                                      * then (it is written again once that changes); 0: none */
+        bool slotless;               /* a file of it got no slot: written again once one is freed */
+        uint64_t slot_epoch;         /* ... tables.c's slot epoch when it was written */
         size_t n_held;
         /* runtimes.c: the interpreter runtime it runs (its entry in that runtime's BPF map is
          * written), NULL: none; and its version as the runtime says it (CPython: major << 8 |

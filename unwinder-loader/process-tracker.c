@@ -68,8 +68,7 @@ void loader_track_process(Loader *l, EpProcess *p) {
         if (p->pid <= 0 || !l->tables)
                 return;
         /* In step, unless a file of it found every slot taken and one was freed since. */
-        if (p->synced_gen == p->maps_gen &&
-            !(p->slotless_epoch != 0 && p->slotless_epoch != ep_tables_slot_epoch(l->tables) + 1))
+        if (p->synced_gen == p->maps_gen && !(p->slotless && p->slot_epoch != ep_tables_slot_epoch(l->tables)))
                 return;
         if (mapped_files(p, &keys, &n_keys) < 0)
                 return;
@@ -81,11 +80,11 @@ void loader_track_process(Loader *l, EpProcess *p) {
 
         /* References on the new set first, then off the old one: a file in both never drops
          * to zero users on the way. */
-        p->slotless_epoch = 0;
+        p->slotless = false;
+        p->slot_epoch = ep_tables_slot_epoch(l->tables);
         for (size_t i = 0; i < n_keys; i++) {
                 slots[i] = ep_tables_ref(l->tables, keys[i], p->uid);
-                if (slots[i] == 0)
-                        p->slotless_epoch = ep_tables_slot_epoch(l->tables) + 1; /* 0: none lacks one */
+                p->slotless = p->slotless || slots[i] == 0;
         }
         for (size_t i = 0; i < p->n_held; i++)
                 ep_tables_unref(l->tables, p->held_files[i]);

@@ -321,10 +321,7 @@ static EpProcess *sample_image(Loader *l, EpProcess *p, const struct ep_bpf_samp
         if (s->maps_owner == 0 || s->maps_owner == s->pid)
                 return p;
         owner = ep_proc_table_get(l->procs, (pid_t) s->maps_owner);
-        if (!owner || owner->gone || owner->n_mappings == 0)
-                return p;
-        l->inherited_images++;
-        return owner;
+        return owner && !owner->gone && owner->n_mappings > 0 ? owner : p;
 }
 
 /* Converts one sample and pushes it to the trace ring. With a stack copy, the loader unwinds
@@ -428,6 +425,8 @@ static int sample_emit(Loader *l, EpProcess *p, const struct ep_bpf_sample *s, c
         ep_ring_commit(l->ring);
         l->ring_dirty = true;
         l->traces_sent++;
+        if (image != p)
+                l->inherited_images++; /* once sent: a sample that waited comes here twice */
         if (have_state && !cached && pure) /* only once sent: its announcements are in the ring */
                 trace_cache_add(l->trace_cache, &state, user, nu, l->frames + nk, n_user, n_interp);
         return 0;

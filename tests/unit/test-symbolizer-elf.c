@@ -182,7 +182,7 @@ static size_t check_plt_as_objdump(const char *path) {
 static void check_plt(const char *target, const char *ibt_target) {
         CHECK(check_plt_as_objdump(target) >= 5);
         CHECK(check_plt_as_objdump(ibt_target) >= 5);
-        check_plt_as_objdump("/usr/lib/x86_64-linux-gnu/libc.so.6");
+        CHECK(check_plt_as_objdump("/usr/lib/x86_64-linux-gnu/libc.so.6") >= 1);
 
         /* The resolver's entry, first in .plt; with IBT, .plt's lazy stubs (which objdump
          * leaves unnamed) are named after the function of the .rela.plt entry they push. */
