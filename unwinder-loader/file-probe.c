@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,15 +38,25 @@ typedef struct Probe {
         bool done, abandoned;
         EpFileProber *prober;
         dev_t dev;
-        bool identify;
+        EpFileProbeFlags flags;
         int error;
         EpFileProbeResult result;
         char path[];
 } Probe;
 
+/* An O_PATH descriptor of the file fd is open on (the inode itself, whatever its path is now). */
+static int reopen_as_path(int fd) {
+        char self[64];
+        int pin;
+
+        snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+        pin = open(self, O_PATH | O_CLOEXEC);
+        return pin >= 0 ? pin : -errno;
+}
+
 /* The regular file at path, non-blocking while it is opened (in case it is no longer the
  * regular file stat() saw), then blocking again for whoever reads it. */
-static int probe_work(const char *path, bool identify, EpFileProbeResult *ret) {
+static int probe_work(const char *path, EpFileProbeFlags flags, EpFileProbeResult *ret) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
         int r;
@@ -62,10 +74,17 @@ static int probe_work(const char *path, bool identify, EpFileProbeResult *ret) {
                 return -EBADFD;
         if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
                 return -errno;
-        if (identify) {
+        if (flags & EP_FILE_PROBE_IDENTIFY) {
                 r = ep_file_id_from_fd(fd, ret->id, &ret->size);
                 if (r < 0)
                         return r;
+        }
+        if (flags & EP_FILE_PROBE_PIN) {
+                r = reopen_as_path(fd);
+                if (r < 0)
+                        return r;
+                ret->fd = r; /* the readable one is closed here, on the probe's thread */
+                return 0;
         }
         ret->fd = TAKE_FD(fd);
         return 0;
@@ -169,7 +188,7 @@ static void probe_unref(Probe *j) {
 static void *probe_thread(void *userdata) {
         Probe *j = userdata;
         EpFileProbeResult result = { .fd = -EBADF };
-        int r = j->prober->work(j->path, j->identify, &result);
+        int r = j->prober->work(j->path, j->flags, &result);
 
         pthread_mutex_lock(&j->lock);
         if (j->abandoned) {
@@ -206,7 +225,7 @@ static int probe_start(Probe *j) {
         return -r;
 }
 
-static Probe *probe_new(EpFileProber *p, const char *path, dev_t dev, bool identify) {
+static Probe *probe_new(EpFileProber *p, const char *path, dev_t dev, EpFileProbeFlags flags) {
         size_t len = strlen(path);
         pthread_condattr_t attr;
         Probe *j = calloc(1, sizeof *j + len + 1);
@@ -221,7 +240,7 @@ static Probe *probe_new(EpFileProber *p, const char *path, dev_t dev, bool ident
         j->refs = 2;
         j->prober = p;
         j->dev = dev;
-        j->identify = identify;
+        j->flags = flags;
         j->result.fd = -EBADF;
         memcpy(j->path, path, len + 1);
         pthread_mutex_lock(&p->lock);
@@ -246,14 +265,14 @@ static void probe_wait(Probe *j) {
                         break;
 }
 
-int ep_file_probe(EpFileProber *p, const char *path, dev_t dev, int *ret_fd, uint8_t ret_id[EP_FILE_ID_SIZE],
-                  uint64_t *ret_size) {
+static int probe(EpFileProber *p, const char *path, dev_t dev, EpFileProbeFlags flags, int *ret_fd,
+                 uint8_t ret_id[EP_FILE_ID_SIZE], uint64_t *ret_size) {
         Probe *j;
         int r;
 
         if (prober_refuses(p, dev))
                 return -ETIMEDOUT;
-        j = probe_new(p, path, dev, ret_id != NULL);
+        j = probe_new(p, path, dev, flags);
         if (!j)
                 return -ENOMEM;
         r = probe_start(j);
@@ -301,4 +320,15 @@ unsigned ep_file_prober_stuck(EpFileProber *p) {
         n = p->n_stuck;
         pthread_mutex_unlock(&p->lock);
         return n;
+}
+
+int ep_file_probe(EpFileProber *p, const char *path, dev_t dev, int *ret_fd, uint8_t ret_id[EP_FILE_ID_SIZE],
+                  uint64_t *ret_size) {
+        return probe(p, path, dev, ret_id ? EP_FILE_PROBE_IDENTIFY : 0, ret_fd, ret_id, ret_size);
+}
+
+int ep_file_probe_pin(EpFileProber *p, const char *path, dev_t dev, int *ret_pin, uint8_t ret_id[EP_FILE_ID_SIZE],
+                      uint64_t *ret_size) {
+        assert(ret_pin && ret_id);
+        return probe(p, path, dev, EP_FILE_PROBE_IDENTIFY | EP_FILE_PROBE_PIN, ret_pin, ret_id, ret_size);
 }

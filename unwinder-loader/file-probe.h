@@ -24,14 +24,24 @@
 
 typedef struct EpFileProber EpFileProber;
 
-/* What a probe does on its thread: path opened (a descriptor, or a negative errno), and with
- * identify, the file's ID and size. Replaceable for tests (ep_file_prober_set_work()). */
+/* What a probe does, on its thread. */
+typedef enum EpFileProbeFlags {
+        EP_FILE_PROBE_IDENTIFY = 1 << 0, /* the file's ID and size */
+        /* The descriptor is an O_PATH one: no read, but the inode held (its number is the
+         * file's while the descriptor is open), and no file system called when it is closed
+         * (a readable descriptor of a FUSE file waits for its server in close()). */
+        EP_FILE_PROBE_PIN = 1 << 1,
+} EpFileProbeFlags;
+
+/* A probe's answer: path opened (a descriptor, or a negative errno), and with
+ * EP_FILE_PROBE_IDENTIFY, the file's ID and size. Replaceable for tests
+ * (ep_file_prober_set_work()). */
 typedef struct EpFileProbeResult {
         int fd;
         uint8_t id[EP_FILE_ID_SIZE];
         uint64_t size;
 } EpFileProbeResult;
-typedef int (*ep_file_probe_work_t)(const char *path, bool identify, EpFileProbeResult *ret);
+typedef int (*ep_file_probe_work_t)(const char *path, EpFileProbeFlags flags, EpFileProbeResult *ret);
 
 int ep_file_prober_new(EpFileProber **ret);
 /* Stuck probes keep what they need: freeing never waits for them. */
@@ -44,6 +54,10 @@ void ep_file_prober_set_work(EpFileProber *p, ep_file_probe_work_t work);
  * -ETIMEDOUT: it did not answer in time (or its device has a probe stuck); else the errno. */
 int ep_file_probe(EpFileProber *p, const char *path, dev_t dev, int *ret_fd, uint8_t ret_id[EP_FILE_ID_SIZE],
                   uint64_t *ret_size);
+/* The same, identifying the file and holding it: *ret_pin is an O_PATH descriptor of the inode
+ * identified (EP_FILE_PROBE_PIN). */
+int ep_file_probe_pin(EpFileProber *p, const char *path, dev_t dev, int *ret_pin, uint8_t ret_id[EP_FILE_ID_SIZE],
+                      uint64_t *ret_size);
 
 /* Probes that did not answer in time, and those of them still running. */
 uint64_t ep_file_prober_timeouts(const EpFileProber *p);

@@ -10,6 +10,7 @@
 #include <pwd.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -378,6 +379,20 @@ static void loader_done(Loader *l) {
         ep_daemon_done(&l->daemon);
 }
 
+/* The loader holds one descriptor per mapped file it knows (proc-maps.c pins each inode it
+ * identified), more than a service's soft limit (1024) on a big host: up to the hard limit,
+ * which is the administrator's. Nothing here uses select(), which could not take them. */
+static void raise_fd_limit(void) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+                return;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                log_warning_errno(errno, "Cannot raise the limit of open files to %llu: %m",
+                                  (unsigned long long) rl.rlim_max);
+}
+
 int main(int argc, char **argv) {
         static Loader loader; /* large (frame scratch): not on the stack */
         Loader *l = &loader;
@@ -398,6 +413,7 @@ int main(int argc, char **argv) {
 
         if (check_privileges() < 0 || check_btf() < 0)
                 return 1;
+        raise_fd_limit();
 
         l->boot_to_realtime_ns = measure_boot_to_realtime();
         r = ep_proc_table_new("/proc", l->boot_to_realtime_ns, &l->procs);

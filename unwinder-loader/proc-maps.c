@@ -18,12 +18,16 @@ typedef struct InodeKey {
         uint64_t dev, ino;
 } InodeKey;
 
-/* What an inode was identified as, while a mapping of a live process maps it: once none does,
- * the inode number may be given to another file, which must be identified on its own (an
- * inode in use cannot be reused, so as long as one mapping holds it the key is right). */
+/* What an inode was identified as, while a mapping of a tracked process maps it. The entry
+ * holds the inode (pin, an O_PATH descriptor): an inode number is given to another file only
+ * once the inode is freed, which it is not while pinned, so a new file is never taken for one
+ * whose number it got. Without the pin, a process that unmapped the file and was not looked at
+ * since (its mappings are read again only when a sample needs that) would leave the entry to
+ * the next file made with that number. The pin goes with the entry's last user. */
 typedef struct InodeEntry {
         uint32_t file_key;
         uint32_t users; /* mappings of tracked processes */
+        int pin;
 } InodeEntry;
 
 struct EpProcTable {
@@ -48,7 +52,7 @@ struct EpProcTable {
 };
 
 static int identify_by_proc(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
-                            uint64_t *ret_size);
+                            uint64_t *ret_size, int *ret_pin);
 
 /* Hash map values are stored unaligned: copy them in and out. */
 static void *load_ptr(const void *v) {
@@ -86,7 +90,7 @@ int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns
 }
 
 /* The inodes of mappings v[0..n) get one user more (delta 1) or less (-1); an inode with no
- * user left is forgotten. */
+ * user left is forgotten, and let go. */
 static void inodes_use(EpProcTable *t, const EpMapping *v, size_t n, int delta) {
         for (size_t i = 0; i < n; i++) {
                 InodeKey ik = { .dev = v[i].dev, .ino = v[i].ino };
@@ -97,11 +101,19 @@ static void inodes_use(EpProcTable *t, const EpMapping *v, size_t n, int delta) 
                         continue;
                 memcpy(&e, slot, sizeof e);
                 e.users += (uint32_t) delta;
-                if (e.users == 0)
+                if (e.users == 0) {
                         (void) ep_hashmap_remove(t->inodes, &ik, NULL);
-                else
+                        (void) close_nointr(e.pin);
+                } else
                         memcpy(slot, &e, sizeof e);
         }
+}
+
+/* The entries file_key_for() made for mappings v[0..n) that no process holds: those of a read
+ * of the mappings that failed part way. */
+static void inodes_drop_unused(EpProcTable *t, const EpMapping *v, size_t n) {
+        inodes_use(t, v, n, 1);
+        inodes_use(t, v, n, -1);
 }
 
 void ep_process_release_inodes(EpProcTable *t, EpProcess *p) {
@@ -131,6 +143,18 @@ EpProcTable *ep_proc_table_free(EpProcTable *t) {
         while (t->procs && ep_proc_table_iterate(t, &state, &p))
                 process_free(t, p);
         ep_hashmap_free(t->procs);
+        if (t->inodes) {
+                const void *k;
+                void *v;
+
+                state = 0;
+                while (ep_hashmap_iterate(t->inodes, &state, &k, &v)) {
+                        InodeEntry e;
+
+                        memcpy(&e, v, sizeof e);
+                        (void) close_nointr(e.pin);
+                }
+        }
         ep_hashmap_free(t->inodes);
         ep_hashmap_free(t->ids);
         for (size_t i = 0; i < t->n_files; i++)
@@ -310,27 +334,35 @@ static int read_metadata(EpProcTable *t, EpProcess *p, bool *ret_changed) {
 
 /* ---- files ---- */
 
-/* The file of pid's mapping [start, end) on dev: through /proc/PID/map_files, the mapped inode
- * itself, never the path the process mapped it from (the process can put a FIFO, a symlink or
- * a file of a FUSE mount it serves there). No fallback to that path: a mapping that is gone has
+/* The file of pid's mapping [start, end): /proc/PID/map_files names the mapped inode itself,
+ * never the path the process mapped it from (the process can put a FIFO, a symlink or a file
+ * of a FUSE mount it serves there). No fallback to that path: a mapping that is gone has
  * nothing to identify. Opened and read off the loop, within a time limit (file-probe.h).
  * map_files needs CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN): docs/systemd.md. */
-static int probe_mapping(const EpProcTable *t, pid_t pid, uint64_t start, uint64_t end, dev_t dev, int *ret_fd,
-                         uint8_t ret_id[EP_FILE_ID_SIZE], uint64_t *ret_size) {
-        char path[PATH_MAX];
-        int n;
+static int map_files_path(const EpProcTable *t, pid_t pid, uint64_t start, uint64_t end, char path[static PATH_MAX]) {
+        int n = snprintf(path, PATH_MAX, "%s/%d/map_files/%" PRIx64 "-%" PRIx64, t->proc_root, (int) pid, start, end);
 
-        n = snprintf(path, sizeof path, "%s/%d/map_files/%" PRIx64 "-%" PRIx64, t->proc_root, (int) pid, start, end);
-        if (n < 0 || (size_t) n >= sizeof path)
-                return -ENAMETOOLONG;
-        return ep_file_probe(t->prober, path, dev, ret_fd, ret_id, ret_size);
+        return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* That file (on dev) opened for reading, and identified. */
+static int probe_mapping(const EpProcTable *t, pid_t pid, uint64_t start, uint64_t end, dev_t dev, int *ret_fd,
+                         uint8_t ret_id[EP_FILE_ID_SIZE]) {
+        char path[PATH_MAX];
+        int r = map_files_path(t, pid, start, end, path);
+
+        return r < 0 ? r : ep_file_probe(t->prober, path, dev, ret_fd, ret_id, NULL);
 }
 
 static int identify_by_proc(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
-                            uint64_t *ret_size) {
+                            uint64_t *ret_size, int *ret_pin) {
         EpProcTable *t = userdata;
+        char path[PATH_MAX];
+        int r = map_files_path(t, pid, m->start, m->end, path);
 
-        return probe_mapping(t, pid, m->start, m->end, makedev(m->dev_major, m->dev_minor), NULL, ret_id, ret_size);
+        return r < 0 ? r
+                     : ep_file_probe_pin(t->prober, path, makedev(m->dev_major, m->dev_minor), ret_pin, ret_id,
+                                         ret_size);
 }
 
 static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t size, dev_t dev, const char *path,
@@ -368,6 +400,7 @@ static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t 
  * the failure to identify it, which when passing (ep_error_passing()) says to try again. */
 static int file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m, uint32_t *ret_key) {
         InodeKey ik = { .dev = makedev(m->dev_major, m->dev_minor), .ino = m->inode };
+        _cleanup_close_ int pin = -EBADF;
         uint8_t id[EP_FILE_ID_SIZE];
         uint32_t key;
         void *slot;
@@ -382,7 +415,7 @@ static int file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m, uint32_t
         LOG_CONTEXT_PID(pid);
         LOG_CONTEXT_FILE(m->path);
 
-        r = t->identify(pid, m, t->identify_userdata, id, &size);
+        r = t->identify(pid, m, t->identify_userdata, id, &size, &pin);
         if (r < 0) {
                 log_debug_errno(r, "Cannot identify %s mapped by %d: %m", m->path, (int) pid);
                 return r;
@@ -393,8 +426,10 @@ static int file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m, uint32_t
                 if (r < 0)
                         return r;
         }
+        /* Not remembered when out of memory: the next read identifies it again. Its mapping
+         * uses the entry next (load_maps). */
         if (ep_hashmap_put(t->inodes, &ik, &slot) >= 0)
-                memcpy(slot, &(InodeEntry) { .file_key = key }, sizeof(InodeEntry)); /* its mapping uses it next */
+                memcpy(slot, &(InodeEntry) { .file_key = key, .pin = TAKE_FD(pin) }, sizeof(InodeEntry));
         *ret_key = key;
         return 0;
 }
@@ -460,8 +495,10 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
                 if (n == cap) {
                         size_t nc = cap ? cap * 2 : 32;
                         EpMapping *nv = realloc(v, nc * sizeof *nv);
-                        if (!nv)
+                        if (!nv) {
+                                inodes_drop_unused(t, v, n);
                                 return -ENOMEM;
+                        }
                         v = nv;
                         cap = nc;
                 }
@@ -475,8 +512,10 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
                         v[n].file_key = vdso_key_for(t, &m);
                 n++;
         }
-        if (ferror(maps))
+        if (ferror(maps)) {
+                inodes_drop_unused(t, v, n);
                 return -EIO;
+        }
         if (!mappings_equal(v, n, p->mappings, p->n_mappings))
                 p->maps_gen++;
         inodes_use(t, v, n, 1); /* the new set first: an inode in both never has no user */
@@ -607,7 +646,7 @@ int ep_proc_table_open_file(EpProcTable *t, uint32_t key) {
 
                         if (m->file_key != key)
                                 continue;
-                        r = probe_mapping(t, p->pid, m->start, m->end, f->dev, &fd, id, NULL);
+                        r = probe_mapping(t, p->pid, m->start, m->end, f->dev, &fd, id);
                         if (r < 0) {
                                 if (ep_error_passing(r)) /* not the file's fault: ask again */
                                         passing = r;

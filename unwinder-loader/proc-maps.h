@@ -72,10 +72,12 @@ typedef struct EpProcess {
         bool exit_announce_pending;
 } EpProcess;
 
-/* How a new file is identified: fills ret_id/ret_size. The default opens the mapping through
- * /proc/PID/map_files (falling back to /proc/PID/root/PATH) and hashes it; tests replace it. */
+/* How a new file is identified: fills ret_id/ret_size, and *ret_pin with a descriptor that
+ * holds the inode identified (O_PATH; the table closes it), so that its number stays that
+ * file's while the table remembers what it was. The default opens the mapping through
+ * /proc/PID/map_files and hashes it; tests replace it. */
 typedef int (*ep_file_identify_t)(pid_t pid, const EpMapsLine *m, void *userdata,
-                                  uint8_t ret_id[EP_FILE_ID_SIZE], uint64_t *ret_size);
+                                  uint8_t ret_id[EP_FILE_ID_SIZE], uint64_t *ret_size, int *ret_pin);
 
 typedef struct EpProcTable EpProcTable;
 

@@ -576,6 +576,8 @@ static void handle_exec(Loader *l, const struct ep_bpf_task_event *e) {
         loader_process_exec(l, p);
         p->maps_stale = true;
         p->announced_gen = 0;
+        /* The old image's files are mapped no more: their inodes may go (proc-maps.c). */
+        ep_process_release_inodes(l->procs, p);
 }
 
 int loader_handle_bpf_record(Loader *l, const void *data, size_t size) {

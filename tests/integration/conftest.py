@@ -117,16 +117,44 @@ def output_so_far(stream, limit=4000):
     return buf.decode(errors="replace")[-limit:]
 
 
-# Maps the file argv[1] executable and stays busy (so it is sampled): the loader asks for the
-# file's unwind table.
-MAP_EXECUTABLE = """
-import mmap, sys
+# Maps the file argv[1] executable, then forks: the child prints its pid and runs what follows
+# (it ends with its parent, whose Popen kill() ends both). The loader reads a process's mappings
+# when a first sample shows it the process, and then only when a sample has a PC in no mapping
+# it knows: a process sampled between its start and the mmap would keep the mapping unknown to
+# it (no PC is ever in that file), where the child is new to it with the mapping from its first
+# sample on.
+MAPPED_CHILD = """
+import ctypes, mmap, os, sys, threading, time
 f = open(sys.argv[1], "rb")
 m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC)
-print("mapped", flush=True)
+f.close()  # m.close() lets the file go
+parent = os.getpid()
+if os.fork() != 0:
+    m.close()  # the child's mapping is the file's only one
+    os.wait()
+    sys.exit(0)
+ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+if os.getppid() != parent:
+    os._exit(0)  # the parent ended before the line above
+print(os.getpid(), flush=True)
+"""
+
+# MAPPED_CHILD staying busy (so it is sampled): the loader asks for the file's unwind table.
+MAP_EXECUTABLE = MAPPED_CHILD + """
 while True:
     pass
 """
+
+
+def start_mapped_child(path, script=MAP_EXECUTABLE, stdin=None):
+    """Runs a MAPPED_CHILD script on path: (the Popen of its parent, the child's pid)."""
+    p = subprocess.Popen([sys.executable, "-c", script, str(path)], stdin=stdin, stdout=subprocess.PIPE)
+    try:
+        return p, int(read_lines(p, 1)[0])
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
 
 
 def uncached_copy(src, dst):
@@ -156,6 +184,25 @@ def child_state(pid, parent):
     comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 1:].split()
     age = uptime - int(rest[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time, in ticks
     return (comm, rest[0], age) if int(rest[1]) == parent else None
+
+
+def stop_threads(pid, timeout=30):
+    """SIGSTOPs pid and waits until each of its threads is stopped. A sample is written while
+    its thread runs, so from then on every sample of pid is in the BPF ring: a settle() after
+    this names every frame of it the store will hold, where one of a process still running
+    may store a sample whose new frame (a leaf address not seen before) is still unnamed."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def all_stopped():
+        states = []
+        for stat in glob.glob(f"/proc/{pid}/task/*/stat"):
+            try:
+                text = Path(stat).read_text()
+            except OSError:
+                continue  # a thread that ended meanwhile
+            states.append(text[text.rindex(")") + 2])
+        return bool(states) and all(s in "tT" for s in states), "thread states " + "".join(states)
+    wait_until(all_stopped, f"every thread of {pid} stopped", timeout)
 
 
 def frame_ids(blob):
@@ -410,20 +457,21 @@ class Profiler:
         def attempt():
             n = next(count)
             copy = uncached_copy(big, Path(workdir) / f"held-{n}-{Path(big).name}")
-            mapper = subprocess.Popen([sys.executable, "-c", MAP_EXECUTABLE, str(copy)], stdout=subprocess.PIPE)
+            mapper, busy = start_mapped_child(copy)
             try:
-                read_lines(mapper, 1)
-                states = []
+                states, rows = [], None
                 while time.monotonic() < deadline:
                     stopped = stop_one()
                     if stopped is not None:
                         held.update(pid=stopped[0], pidfd=stopped[1], mapper=mapper)
                         return True, f"held after {n + 1} extractions"
                     # Not asked for yet (idle), or being asked for: a sandbox is still to be seen.
-                    states = [state for path, state, *_ in self.tables(mapper.pid) or () if path == str(copy)]
+                    rows = self.tables(busy)
+                    states = [state for path, state, *_ in rows or () if path == str(copy)]
                     if states and states[0] not in ("idle", "queued", "asking"):
                         return False, f"{n + 1} extractions ended before a look caught them (the last: {states[0]})"
-                return False, f"the table of copy {n + 1} was never extracted (last state: {states})"
+                return False, (f"the table of copy {n + 1} was never extracted (last state: {states}; the "
+                               f"tables of its mapper {busy}: {rows})")
             finally:
                 if "mapper" not in held:
                     mapper.kill()
@@ -453,7 +501,8 @@ class Profiler:
         (of pids' files, with pids), no sample waiting for one, and every frame the collector
         knew once that was so has its symbol. Frames that come later (the other processes of a
         busy machine, which may never pause) are not waited for: the symbolizer answers in
-        order, so this ends even while they keep coming. The last flush writes the names that
+        order, so this ends even while they keep coming. A test that checks the names of every
+        sample of a process stops it first (stop_threads()). The last flush writes the names that
         came after the interval before it (late names are UPDATEs)."""
         mark = {}
 

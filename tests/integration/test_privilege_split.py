@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Profiler, need_root, read_lines, uncached_copy
+from conftest import MAPPED_CHILD, Profiler, need_root, read_lines, start_mapped_child, uncached_copy
 from waiting import wait_until
 
 SYMBOLIZER_USER = "ebpf-profiler-symbolizer"  # run's default for the symbolizer
@@ -272,19 +272,30 @@ def test_a_consumer_writing_impossible_ring_positions_harms_no_producer(profiler
     assert profiler.daemon_pid(daemon) == producer_pid
 
 
-# Maps its argument executable and spins; unmaps it when a line comes on stdin.
-MAP_THEN_UNMAP = r"""
-import mmap, sys, threading
-with open(sys.argv[1], "rb") as f:
-    m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC)
+# Maps its argument executable and spins (conftest.MAPPED_CHILD); unmaps it when a line comes
+# on stdin.
+MAP_THEN_UNMAP = MAPPED_CHILD + r"""
 def unmap():
     sys.stdin.readline()
     m.close()
     print("unmapped", flush=True)
 threading.Thread(target=unmap, daemon=True).start()
-print("mapped", flush=True)
 while True:
     pass
+"""
+
+
+# Maps its argument executable and stays busy until a line comes in; then unmaps it, says so
+# and sleeps (sampled no more).
+MAP_THEN_SLEEP = MAPPED_CHILD + r"""
+line = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.readline(), line.set()), daemon=True).start()
+while not line.is_set():
+    pass
+m.close()
+print("unmapped", flush=True)
+while True:
+    time.sleep(3600)
 """
 
 
@@ -311,12 +322,10 @@ def test_a_mapped_file_swapped_for_a_fifo_blocks_no_daemon(profiler, tmp_path):
     tmp_path.chmod(0o755)
     lib = uncached_copy("/usr/lib/x86_64-linux-gnu/libz.so.1", tmp_path / "libhostile.so")
     fid = file_id(lib)
-    p = subprocess.Popen(["/usr/bin/python3", "-c", MAP_THEN_UNMAP, str(lib)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE)
+    p, busy = start_mapped_child(lib, MAP_THEN_UNMAP, stdin=subprocess.PIPE)
     try:
-        read_lines(p, 1)
-        wait_until(lambda: str(lib) in [row[0] for row in profiler.tables(p.pid) or ()],
-                   f"the loader to know {lib} mapped by {p.pid}", 120)
+        wait_until(lambda: str(lib) in [row[0] for row in profiler.tables(busy) or ()],
+                   f"the loader to know {lib} mapped by {busy}", 120)
         r = open_file(profiler, fid)
         assert r.returncode == 0 and r.stdout.startswith("h "), (r.stdout, r.stderr)
 
@@ -336,3 +345,38 @@ def test_a_mapped_file_swapped_for_a_fifo_blocks_no_daemon(profiler, tmp_path):
                 os.close(os.open(lib, os.O_WRONLY | os.O_NONBLOCK))
             except OSError:
                 pass
+
+
+def test_a_new_file_given_a_forgotten_files_inode_number_is_itself(profiler, tmp_path):
+    """A process maps a library and unmaps it, and is not looked at again (it sleeps, so no
+    sample makes the loader read its mappings): the loader still holds what that inode was.
+    The file is deleted and a new one made, which a file system like ext4 gives the freed inode
+    number. Mapped by another process, the new file is that file, with its own path and ID, not
+    the deleted one's (whose table and symbols would be used for it)."""
+    tmp_path.chmod(0o755)
+    old = uncached_copy("/usr/lib/x86_64-linux-gnu/libz.so.1", tmp_path / "libold.so")
+    sleeper, sleeping = start_mapped_child(old, MAP_THEN_SLEEP, stdin=subprocess.PIPE)
+    mapper = None
+    try:
+        wait_until(lambda: str(old) in [row[0] for row in profiler.tables(sleeping) or ()],
+                   f"the loader to know {old} mapped by {sleeping}", 120)
+        sleeper.stdin.write(b"unmap\n")
+        sleeper.stdin.flush()
+        assert read_lines(sleeper, 1) == ["unmapped"]  # and it sleeps from here on
+        old_ino = old.stat().st_ino
+        old.unlink()
+        new = uncached_copy("/usr/lib/x86_64-linux-gnu/libz.so.1", tmp_path / "libnew.so")
+        print(f"inode numbers: deleted file {old_ino}, new file {new.stat().st_ino}")
+        mapper, busy = start_mapped_child(new)
+
+        def listed():
+            rows = profiler.tables(busy) or ()
+            names = [row[0] for row in rows if row[0].startswith(str(tmp_path))]
+            return bool(names), names
+        names = wait_until(listed, f"the loader to know the file of {tmp_path} mapped by {busy}", 120)
+        assert names == [str(new)], names
+    finally:
+        for p in (sleeper, mapper):
+            if p:
+                p.kill()
+                p.wait()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (cli, cpython_interpreters, decode_otlp, frame_ids, read_lines, running_profiler, stacks_query,
-                      uncached_copy)
+                      stop_threads, uncached_copy)
 from waiting import wait_until
 
 ABORT = 4
@@ -318,6 +318,7 @@ def test_samples_unwound_again_by_the_loader_keep_their_python_frames(session, s
         wait_until(placed, "the loader to place Python frames once the table came", 300,
                    diagnosis=lambda: profiler.diagnosis([p.pid]))
         profiler.wait_for_tables([p.pid])
+        stop_threads(p.pid)  # each of its samples in the store named, below
         profiler.settle([p.pid])
         after = python_counters(profiler)
         assert profiler.prop("Loader", "LoaderUnwinds") > unwinds, "no sample waited for a table"

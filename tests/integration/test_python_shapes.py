@@ -33,7 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, cpython_interpreters, frame_ids, machine_load, output_so_far, read_lines, running_profiler, stacks_query
+from conftest import (cli, cpython_interpreters, frame_ids, machine_load, output_so_far, read_lines, running_profiler,
+                      stacks_query, stop_threads)
 from waiting import wait_until
 
 NATIVE, KERNEL, ABORT, CPYTHON = 1, 2, 4, 5
@@ -877,6 +878,7 @@ def test_fork_then_exec_into_another_python(profiler, scripts, tmp_path):
         profiler.settle([child])
         steady = profiler.stack_counts(child)
         profiler.wait_samples(child, sum(steady.values()) + STEADY_SAMPLES, timeout=300)
+        stop_threads(child)  # each of its samples in the store named, below
         profiler.settle([child])
         assert profiler.process_runtime(child) == ("cpython", 3 << 8 | minor(other))
         stacks = store_stacks(profiler, child, since=steady)

@@ -17,7 +17,7 @@ static int release_pipe[2] = { -1, -1 };
 static atomic_uint blocking_calls;
 
 /* The file never answers until the test writes to release_pipe. */
-static int blocking_work(const char *path, bool identify, EpFileProbeResult *ret) {
+static int blocking_work(const char *path, EpFileProbeFlags flags, EpFileProbeResult *ret) {
         char c;
 
         atomic_fetch_add(&blocking_calls, 1);
@@ -38,6 +38,37 @@ static void test_regular_file_opened_and_identified(EpFileProber *p) {
         ASSERT_EQ(memcmp(id, want, sizeof id), 0);
         ASSERT_EQ(size, want_size);
         ASSERT_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0); /* blocking again for its reader */
+}
+
+/* A pin is the inode identified, held: an O_PATH descriptor of that very file. */
+static void test_pin_holds_the_file_identified(EpFileProber *p) {
+        _cleanup_close_ int pin = -EBADF;
+        uint8_t id[EP_FILE_ID_SIZE], want[EP_FILE_ID_SIZE];
+        struct stat st, pinned;
+        uint64_t size = 0, want_size;
+        char path[64], cmd[128];
+
+        snprintf(path, sizeof path, "%s/lib.so", dir);
+        snprintf(cmd, sizeof cmd, "cp /proc/%d/exe '%s'", (int) getpid(), path);
+        ASSERT_EQ(system(cmd), 0);
+        ASSERT_OK(stat(path, &st) < 0 ? -errno : 0);
+        ASSERT_EQ(ep_file_probe_pin(p, path, st.st_dev, &pin, id, &size), 0);
+        ASSERT_TRUE(pin >= 0);
+        ASSERT_EQ(fcntl(pin, F_GETFL) & O_PATH, O_PATH);
+        ASSERT_OK(fstat(pin, &pinned) < 0 ? -errno : 0);
+        ASSERT_EQ(pinned.st_ino, st.st_ino);
+        ASSERT_OK(unlink(path) < 0 ? -errno : 0); /* the inode stays while pinned */
+        ASSERT_OK(fstat(pin, &pinned) < 0 ? -errno : 0);
+        ASSERT_EQ(pinned.st_nlink, 0u);
+        ASSERT_EQ(pinned.st_ino, st.st_ino);
+        {
+                _cleanup_close_ int own = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+
+                ASSERT_TRUE(own >= 0);
+                ASSERT_OK(ep_file_id_from_fd(own, want, &want_size));
+        }
+        ASSERT_EQ(memcmp(id, want, sizeof id), 0);
+        ASSERT_EQ(size, want_size);
 }
 
 /* A FIFO (with no writer: a blocking open would never return), a symlink to it, a device. */
@@ -91,6 +122,7 @@ int main(void) {
         ASSERT_TRUE(mkdtemp(dir));
         ASSERT_OK(ep_file_prober_new(&p));
         test_regular_file_opened_and_identified(p);
+        test_pin_holds_the_file_identified(p);
         test_only_regular_files(p);
         test_stuck_device(p);
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

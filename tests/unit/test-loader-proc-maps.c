@@ -2,6 +2,8 @@
 /* Unit tests of the loader's /proc parsing and its per-process mapping cache (no root). */
 
 #include <assert.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -98,8 +100,20 @@ static void test_cpu_list(void) {
 
 /* A file "identity" derived from the path, so tests need no real files. */
 static int identify_calls, slow_probes;
+/* Open descriptors of this process: the pins the table holds, among them. */
+static unsigned open_fds(void) {
+        DIR *d = opendir("/proc/self/fd");
+        unsigned n = 0;
+
+        assert(d);
+        while (readdir(d))
+                n++;
+        closedir(d);
+        return n;
+}
+
 static int fake_identify(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
-                         uint64_t *ret_size) {
+                         uint64_t *ret_size, int *ret_pin) {
         uint64_t h = ep_hash_bytes(m->path, strlen(m->path));
 
         identify_calls++;
@@ -115,7 +129,8 @@ static int fake_identify(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t
                 h = 42;
         memcpy(ret_id, &h, sizeof h);
         *ret_size = 4096;
-        return 0;
+        *ret_pin = open("/", O_PATH | O_CLOEXEC);
+        return *ret_pin >= 0 ? 0 : -errno;
 }
 
 static const char maps_text[] =
@@ -147,6 +162,7 @@ static void test_mapping_cache(void) {
         const EpMapping *m;
         EpProcess *p;
         uint32_t prog_key, libc_key;
+        unsigned fds = open_fds();
 
         CHECK(ep_proc_table_new("/nonexistent-proc", 0, &t) == 0);
         ep_proc_table_set_identify(t, fake_identify, NULL);
@@ -164,6 +180,7 @@ static void test_mapping_cache(void) {
         /* identify once per (dev, inode); the two libsame inodes share one file ID */
         CHECK(identify_calls == 5);
         CHECK(ep_proc_table_n_files(t) == 3);
+        CHECK(open_fds() == fds + 4); /* each inode identified held (prog, libc, both libsame) */
 
         m = ep_process_find_mapping(p, 0x55d0c8a01234);
         CHECK(m && m->file_key != 0);
@@ -251,10 +268,15 @@ static void test_mapping_cache(void) {
                 CHECK(identify_calls == 19); /* 4246 holds the others */
                 ep_process_release_inodes(t, q);
                 ep_process_release_inodes(t, p);
+                CHECK(open_fds() == fds); /* no mapping holds any: every inode let go */
                 CHECK(ep_proc_table_add(t, 4248, &p) == 0);
                 load_maps(t, p, maps_text);
                 CHECK(identify_calls == 24);
         }
+
+        /* Inodes still held when the table goes are let go with it. */
+        t = ep_proc_table_free(t);
+        CHECK(open_fds() == fds);
 }
 
 /* A file whose probe timed out is not taken as unidentifiable: the process says it has one to
