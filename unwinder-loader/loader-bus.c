@@ -379,6 +379,8 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "t", ep_ring_records_dropped(l->ring));
         if (streq(property, "FileProbeTimeouts"))
                 return sd_bus_message_append(reply, "t", ep_proc_table_probe_timeouts(l->procs));
+        if (streq(property, "FileIdentityRefusals"))
+                return sd_bus_message_append(reply, "t", ep_proc_table_identify_refusals(l->procs));
         if (streq(property, "MemoryRefusals"))
                 return sd_bus_message_append(reply, "t", l->memory_refusals);
         if (streq(property, "RingPeerErrors"))
@@ -505,6 +507,7 @@ static const sd_bus_vtable loader_vtable[] = {
         SD_BUS_PROPERTY("RingPeerErrors", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("MemoryRefusals", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("FileProbeTimeouts", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("FileIdentityRefusals", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("TracesSent", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("UnwindStops", "a{st}", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Processes", "u", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -552,7 +555,7 @@ void loader_bus_emit_changes(Loader *l) {
         static const char *const groups[][8] = {
                 { "Samples" },
                 { "LostSamples" },
-                { "RingFullDrops", "RingPeerErrors", "MemoryRefusals", "FileProbeTimeouts" },
+                { "RingFullDrops", "RingPeerErrors", "MemoryRefusals", "FileProbeTimeouts", "FileIdentityRefusals" },
                 { "TracesSent" },
                 { "UnwindStops" },
                 { "Processes", "Files" },

@@ -9,6 +9,7 @@
 #include <linux/capability.h>
 #include <pwd.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -382,20 +383,24 @@ static void loader_done(Loader *l) {
 /* The loader holds one descriptor per mapped file it knows (proc-maps.c pins each inode it
  * identified), more than a service's soft limit (1024) on a big host: up to the hard limit,
  * which is the administrator's. Nothing here uses select(), which could not take them. */
-static void raise_fd_limit(void) {
+static rlim_t raise_fd_limit(void) {
         struct rlimit rl;
 
-        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
-                return;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return 1024;
+        if (rl.rlim_cur >= rl.rlim_max)
+                return rl.rlim_cur;
         rl.rlim_cur = rl.rlim_max;
-        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-                log_warning_errno(errno, "Cannot raise the limit of open files to %llu: %m",
-                                  (unsigned long long) rl.rlim_max);
+        if (setrlimit(RLIMIT_NOFILE, &rl) >= 0)
+                return rl.rlim_cur;
+        log_warning_errno(errno, "Cannot raise the limit of open files to %llu: %m", (unsigned long long) rl.rlim_max);
+        return getrlimit(RLIMIT_NOFILE, &rl) < 0 ? 1024 : rl.rlim_cur;
 }
 
 int main(int argc, char **argv) {
         static Loader loader; /* large (frame scratch): not on the stack */
         Loader *l = &loader;
+        rlim_t fd_limit;
         int r;
 
         l->frequency = LOADER_FREQUENCY_DEFAULT;
@@ -413,10 +418,12 @@ int main(int argc, char **argv) {
 
         if (check_privileges() < 0 || check_btf() < 0)
                 return 1;
-        raise_fd_limit();
+        fd_limit = raise_fd_limit();
 
         l->boot_to_realtime_ns = measure_boot_to_realtime();
         r = ep_proc_table_new("/proc", l->boot_to_realtime_ns, &l->procs);
+        if (r >= 0) /* like the file slots: an eighth for each user but root */
+                ep_proc_table_set_max_user_pins(l->procs, (unsigned) MIN(fd_limit / 8, (rlim_t) UINT_MAX));
         if (r >= 0)
                 r = ep_ring_create("ebpf-profiler-traces", LOADER_TRACE_RING_SIZE, &l->ring);
         if (r >= 0)

@@ -28,6 +28,7 @@ typedef struct InodeEntry {
         uint32_t file_key;
         uint32_t users; /* mappings of tracked processes */
         int pin;
+        uid_t charged; /* the user whose share holds the pin (0: none, root's) */
 } InodeEntry;
 
 struct EpProcTable {
@@ -37,6 +38,12 @@ struct EpProcTable {
         uint64_t tick_ns;
         EpHashmap *procs;  /* pid_t → EpProcess * */
         EpHashmap *inodes; /* InodeKey → InodeEntry */
+        /* uid_t → uint32_t: the inodes pinned for a non-root user's mappings, at most
+         * max_user_pins each, so that one user's thousands of files cannot take every
+         * descriptor the loader may open (root's files are not counted). */
+        EpHashmap *user_pins;
+        unsigned max_user_pins;
+        uint64_t identify_refusals;
         EpHashmap *ids;    /* file ID → uint32_t file_key */
         EpFile *files;     /* files[key - 1] */
         size_t n_files, cap_files;
@@ -77,9 +84,12 @@ int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns
         t->proc_root = strdup(proc_root ?: "/proc");
         t->procs = ep_hashmap_new(sizeof(pid_t), sizeof(EpProcess *));
         t->inodes = ep_hashmap_new(sizeof(InodeKey), sizeof(InodeEntry));
+        t->user_pins = ep_hashmap_new(sizeof(uid_t), sizeof(uint32_t));
         t->ids = ep_hashmap_new(EP_FILE_ID_SIZE, sizeof(uint32_t));
-        if (!t->proc_root || !t->procs || !t->inodes || !t->ids || ep_file_prober_new(&t->prober) < 0)
+        if (!t->proc_root || !t->procs || !t->inodes || !t->user_pins || !t->ids ||
+            ep_file_prober_new(&t->prober) < 0)
                 return -ENOMEM;
+        t->max_user_pins = EP_PROC_TABLE_USER_PINS_DEFAULT;
         t->boot_to_realtime_ns = realtime_minus_boottime_ns;
         t->tick_ns = NSEC_PER_SEC / (uint64_t) (hz > 0 ? hz : 100);
         t->identify = identify_by_proc;
@@ -87,6 +97,27 @@ int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns
         t->vdso_fd = -EBADF;
         *ret = TAKE_PTR(t);
         return 0;
+}
+
+static uint32_t user_pins(const EpProcTable *t, uid_t uid) {
+        const void *v = ep_hashmap_get(t->user_pins, &uid);
+        return v ? load_u32(v) : 0;
+}
+
+/* uid's count of pins goes up by one (delta 1) or down (-1); false when it cannot be counted
+ * (out of memory). */
+static bool user_pins_add(EpProcTable *t, uid_t uid, int delta) {
+        uint32_t n = user_pins(t, uid) + (uint32_t) delta;
+        void *slot;
+
+        if (n == 0) {
+                (void) ep_hashmap_remove(t->user_pins, &uid, NULL);
+                return true;
+        }
+        if (ep_hashmap_put(t->user_pins, &uid, &slot) < 0)
+                return false;
+        memcpy(slot, &n, sizeof n);
+        return true;
 }
 
 /* The inodes of mappings v[0..n) get one user more (delta 1) or less (-1); an inode with no
@@ -104,6 +135,8 @@ static void inodes_use(EpProcTable *t, const EpMapping *v, size_t n, int delta) 
                 if (e.users == 0) {
                         (void) ep_hashmap_remove(t->inodes, &ik, NULL);
                         (void) close_nointr(e.pin);
+                        if (e.charged != 0)
+                                (void) user_pins_add(t, e.charged, -1);
                 } else
                         memcpy(slot, &e, sizeof e);
         }
@@ -156,6 +189,7 @@ EpProcTable *ep_proc_table_free(EpProcTable *t) {
                 }
         }
         ep_hashmap_free(t->inodes);
+        ep_hashmap_free(t->user_pins);
         ep_hashmap_free(t->ids);
         for (size_t i = 0; i < t->n_files; i++)
                 free(t->files[i].path);
@@ -208,6 +242,14 @@ uint64_t ep_proc_table_probe_timeouts(const EpProcTable *t) {
 
 size_t ep_proc_table_n_files(const EpProcTable *t) {
         return t->n_files;
+}
+
+void ep_proc_table_set_max_user_pins(EpProcTable *t, unsigned max) {
+        t->max_user_pins = max;
+}
+
+uint64_t ep_proc_table_identify_refusals(const EpProcTable *t) {
+        return t->identify_refusals;
 }
 
 uint32_t ep_proc_table_find_file_id(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE]) {
@@ -396,12 +438,15 @@ static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t 
         return 0;
 }
 
-/* The file_key of the file a mapping maps in *ret_key: 0 when it cannot be identified. Returns
- * the failure to identify it, which when passing (ep_error_passing()) says to try again. */
-static int file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m, uint32_t *ret_key) {
+/* The file_key of the file a mapping of p maps in *ret_key: 0 when it cannot be identified.
+ * Returns the failure to identify it, which when passing (ep_error_passing()) says to try
+ * again; -EDQUOT: p's user holds its share of pinned inodes (the mapping is looked at again
+ * when its mappings are read again). */
+static int file_key_for(EpProcTable *t, const EpProcess *p, const EpMapsLine *m, uint32_t *ret_key) {
         InodeKey ik = { .dev = makedev(m->dev_major, m->dev_minor), .ino = m->inode };
         _cleanup_close_ int pin = -EBADF;
         uint8_t id[EP_FILE_ID_SIZE];
+        bool charged;
         uint32_t key;
         void *slot;
         uint64_t size;
@@ -412,12 +457,19 @@ static int file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m, uint32_t
                 *ret_key = load_u32(slot); /* InodeEntry.file_key comes first */
                 return 0;
         }
-        LOG_CONTEXT_PID(pid);
+        LOG_CONTEXT_PID(p->pid);
         LOG_CONTEXT_FILE(m->path);
 
-        r = t->identify(pid, m, t->identify_userdata, id, &size, &pin);
+        if (p->uid != 0 && user_pins(t, p->uid) >= t->max_user_pins) {
+                if (t->identify_refusals++ == 0)
+                        log_warning("User %u has %u mapped files identified, its share: further files of its "
+                                    "processes stay unidentified (no tables or symbols) until some are let go "
+                                    "(see FileIdentityRefusals).", (unsigned) p->uid, t->max_user_pins);
+                return -EDQUOT;
+        }
+        r = t->identify(p->pid, m, t->identify_userdata, id, &size, &pin);
         if (r < 0) {
-                log_debug_errno(r, "Cannot identify %s mapped by %d: %m", m->path, (int) pid);
+                log_debug_errno(r, "Cannot identify %s mapped by %d: %m", m->path, (int) p->pid);
                 return r;
         }
         key = ep_proc_table_find_file_id(t, id);
@@ -428,8 +480,12 @@ static int file_key_for(EpProcTable *t, pid_t pid, const EpMapsLine *m, uint32_t
         }
         /* Not remembered when out of memory: the next read identifies it again. Its mapping
          * uses the entry next (load_maps). */
-        if (ep_hashmap_put(t->inodes, &ik, &slot) >= 0)
-                memcpy(slot, &(InodeEntry) { .file_key = key, .pin = TAKE_FD(pin) }, sizeof(InodeEntry));
+        charged = p->uid == 0 || user_pins_add(t, p->uid, 1);
+        if (charged && ep_hashmap_put(t->inodes, &ik, &slot) >= 0)
+                memcpy(slot, &(InodeEntry) { .file_key = key, .pin = TAKE_FD(pin), .charged = p->uid },
+                       sizeof(InodeEntry));
+        else if (charged && p->uid != 0)
+                (void) user_pins_add(t, p->uid, -1); /* counted, but not remembered */
         *ret_key = key;
         return 0;
 }
@@ -506,7 +562,7 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
                 if (ep_maps_line_is_file(&m)) {
                         v[n].dev = makedev(m.dev_major, m.dev_minor);
                         v[n].ino = m.inode;
-                        if (ep_error_passing(file_key_for(t, p->pid, &m, &v[n].file_key)))
+                        if (ep_error_passing(file_key_for(t, p, &m, &v[n].file_key)))
                                 unidentified++;
                 } else
                         v[n].file_key = vdso_key_for(t, &m);

@@ -116,6 +116,11 @@ const EpMapping *ep_process_find_mapping(const EpProcess *p, uint64_t addr);
 
 EpFile *ep_proc_table_file(EpProcTable *t, uint32_t key);
 size_t ep_proc_table_n_files(const EpProcTable *t);
+/* A non-root user's share of identified (pinned) inodes: each holds a descriptor. */
+#define EP_PROC_TABLE_USER_PINS_DEFAULT 4096u
+void ep_proc_table_set_max_user_pins(EpProcTable *t, unsigned max);
+/* Mappings left unidentified because their user held its share. */
+uint64_t ep_proc_table_identify_refusals(const EpProcTable *t);
 /* Opens and reads of mapped files that took too long (file-probe.h). */
 uint64_t ep_proc_table_probe_timeouts(const EpProcTable *t);
 /* The key of a known file ID, 0 when unknown. */

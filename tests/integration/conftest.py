@@ -507,10 +507,13 @@ class Profiler:
         mark = {}
 
         def settled():
-            self.flush()
             if not (self.tables_ready(pids) and (pids is not None or self.prop("Loader", "WaitingSamples") == 0)):
                 mark.clear()
+                self.flush()
                 return False
+            # After the look: the samples that waited for those tables were sent when they
+            # came, so this flush stores them, and the mark below counts their frames.
+            self.flush()
             restarts = self.prop("Collector", "TableRestarts")
             if mark.get("restarts") != restarts:  # frame indices start over with the tables
                 mark.update(restarts=restarts, frames=self.prop("Collector", "Frames"))

@@ -306,6 +306,52 @@ static void test_identify_passing_failure(void) {
         CHECK(ep_proc_table_file(t, m->file_key) && strcmp(ep_proc_table_file(t, m->file_key)->path, "/opt/slow.so") == 0);
 }
 
+/* A user other than root gets its share of identified (pinned) files: further mappings of its
+ * processes stay unidentified, definitely (not retried as passing), counted; root's are not
+ * counted; a share let go is taken again by the next read. */
+static void test_user_share_of_pins(void) {
+        _cleanup_(ep_proc_table_freep) EpProcTable *t = NULL;
+        static const char text[] =
+                "7f1000100000-7f1000101000 r-xp 00000000 fd:01 601 /home/u/a.so\n"
+                "7f1000200000-7f1000201000 r-xp 00000000 fd:01 602 /home/u/b.so\n"
+                "7f1000300000-7f1000301000 r-xp 00000000 fd:01 603 /home/u/c.so\n";
+        unsigned fds = open_fds();
+        EpProcess *user, *root;
+
+        CHECK(ep_proc_table_new("/nonexistent-proc", 0, &t) == 0);
+        ep_proc_table_set_identify(t, fake_identify, NULL);
+        ep_proc_table_set_max_user_pins(t, 2);
+
+        CHECK(ep_proc_table_add(t, 4400, &user) == 0);
+        user->uid = 1000;
+        load_maps(t, user, text);
+        CHECK(ep_process_find_mapping(user, 0x7f1000100000)->file_key != 0);
+        CHECK(ep_process_find_mapping(user, 0x7f1000200000)->file_key != 0);
+        CHECK(ep_process_find_mapping(user, 0x7f1000300000)->file_key == 0);
+        CHECK(user->unidentified == 0); /* a refusal, not a passing failure */
+        CHECK(ep_proc_table_identify_refusals(t) == 1);
+        CHECK(open_fds() == fds + 2);
+
+        /* Root's process maps the third one: identified, not counted against anyone. */
+        CHECK(ep_proc_table_add(t, 4401, &root) == 0);
+        root->uid = 0;
+        load_maps(t, root, text);
+        CHECK(ep_process_find_mapping(root, 0x7f1000300000)->file_key != 0);
+        CHECK(open_fds() == fds + 3);
+
+        /* The user's process goes: its share is free again, and another of its processes gets
+         * what root's holds (known) and what it lets go. */
+        ep_proc_table_remove(t, 4400);
+        ep_proc_table_remove(t, 4401);
+        CHECK(open_fds() == fds);
+        CHECK(ep_proc_table_add(t, 4402, &user) == 0);
+        user->uid = 1000;
+        load_maps(t, user, text);
+        CHECK(ep_process_find_mapping(user, 0x7f1000100000)->file_key != 0);
+        CHECK(ep_process_find_mapping(user, 0x7f1000300000)->file_key == 0);
+        CHECK(ep_proc_table_identify_refusals(t) == 2);
+}
+
 static void test_status_ids(void) {
         EpStatusIds ids;
 
@@ -330,6 +376,7 @@ int main(void) {
         test_cpu_list();
         test_mapping_cache();
         test_identify_passing_failure();
+        test_user_share_of_pins();
         if (failures) {
                 fprintf(stderr, "%d check(s) failed\n", failures);
                 return 1;
