@@ -117,20 +117,17 @@ def output_so_far(stream, limit=4000):
     return buf.decode(errors="replace")[-limit:]
 
 
-# Maps the file argv[1] executable, then forks: the child prints its pid and runs what follows
-# (it ends with its parent, whose Popen kill() ends both). The loader reads a process's mappings
-# when a first sample shows it the process, and then only when a sample has a PC in no mapping
-# it knows: a process sampled between its start and the mmap would keep the mapping unknown to
-# it (no PC is ever in that file), where the child is new to it with the mapping from its first
-# sample on.
-MAPPED_CHILD = """
-import ctypes, mmap, os, sys, threading, time
-f = open(sys.argv[1], "rb")
-m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC)
-f.close()  # m.close() lets the file go
+# Forks: the child prints its pid and runs what follows (it ends with its parent, whose Popen
+# kill() ends both); the parent calls release() (the script's, before this) and waits. The
+# loader reads a process's mappings when a first sample shows it the process, and then only when
+# a sample has a PC in no mapping it knows: a process sampled between its start and an mmap
+# would keep that mapping unknown to it (no PC is ever in that file), where the child is new to
+# it with every mapping made before the fork from its first sample on.
+FORK_CHILD = """
+import ctypes, os, sys
 parent = os.getpid()
 if os.fork() != 0:
-    m.close()  # the child's mapping is the file's only one
+    release()
     os.wait()
     sys.exit(0)
 ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
@@ -139,6 +136,15 @@ if os.getppid() != parent:
 print(os.getpid(), flush=True)
 """
 
+# Maps the file argv[1] executable, then FORK_CHILD: the child's mapping is the file's only one.
+MAPPED_CHILD = """
+import mmap, sys, threading, time
+f = open(sys.argv[1], "rb")
+m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC)
+f.close()  # m.close() lets the file go
+release = m.close
+""" + FORK_CHILD
+
 # MAPPED_CHILD staying busy (so it is sampled): the loader asks for the file's unwind table.
 MAP_EXECUTABLE = MAPPED_CHILD + """
 while True:
@@ -146,9 +152,14 @@ while True:
 """
 
 
-def start_mapped_child(path, script=MAP_EXECUTABLE, stdin=None):
-    """Runs a MAPPED_CHILD script on path: (the Popen of its parent, the child's pid)."""
-    p = subprocess.Popen([sys.executable, "-c", script, str(path)], stdin=stdin, stdout=subprocess.PIPE)
+def start_mapped_child(path, script=MAP_EXECUTABLE, stdin=None, args=(), user=None):
+    """Runs a FORK_CHILD script on path (and args), as user (a passwd entry) if given: (the
+    Popen of its parent, the child's pid)."""
+    argv = [sys.executable, "-c", script, str(path), *map(str, args)]
+    if user:
+        argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--inh-caps=-all",
+                *argv]
+    p = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE)
     try:
         return p, int(read_lines(p, 1)[0])
     except BaseException:
