@@ -153,6 +153,8 @@ void loader_track_process(Loader *l, EpProcess *p);
 void loader_retrack_runtimes(Loader *l, uint32_t file_key);
 /* ep_process_forget_t: the process is being forgotten. */
 void loader_untrack_process(EpProcess *p, void *userdata);
+/* Forgets the files no process has mapped for a while and no table holds (every 30 s). */
+void loader_prune_files(Loader *l, uint64_t now);
 /* p was found dead although no exit event came: removes its BPF entry now. */
 void loader_process_dead(Loader *l, EpProcess *p);
 /* p exec'd after its mappings were last read: it runs no runtime until they are read
@@ -190,6 +192,8 @@ typedef struct LoaderRuntime {
         uint64_t (*frame_addr)(uint64_t object, int64_t offset);
         /* its counters, from the BPF ones (EP_BPF_CNT_*) and its own; returns how many */
         size_t (*counters)(Loader *l, const uint64_t *bpf, LoaderCounter ret[static LOADER_RUNTIME_COUNTERS_MAX]);
+        /* the file is forgotten (no process maps it any more): drops what it learnt of it */
+        void (*forget_file)(Loader *l, uint32_t key);
         void (*free)(Loader *l);
 } LoaderRuntime;
 
@@ -207,6 +211,7 @@ bool loader_runtimes_detecting(Loader *l, const EpProcess *p);
 const LoaderRuntime *loader_runtime_by_counters(const char *property);
 /* A hash of every runtime's counters, to tell when they changed. */
 uint64_t loader_runtimes_counters_hash(Loader *l, const uint64_t *bpf);
+void loader_runtimes_forget_file(Loader *l, uint32_t key);
 void loader_runtimes_free(Loader *l);
 
 /* loader-bus.c */

@@ -45,8 +45,8 @@ struct EpProcTable {
         unsigned max_user_pins;
         uint64_t identify_refusals;
         EpHashmap *ids;    /* file ID → uint32_t file_key */
-        EpFile *files;     /* files[key - 1] */
-        size_t n_files, cap_files;
+        EpHashmap *files;  /* uint32_t key → EpFile * */
+        uint32_t last_key; /* keys are not given twice (a consumer may still know an old one) */
         ep_file_identify_t identify;
         void *identify_userdata;
         ep_process_forget_t forget;
@@ -74,6 +74,15 @@ static uint32_t load_u32(const void *v) {
         return x;
 }
 
+static EpFile *file_free(EpFile *f) {
+        if (f) {
+                free(f->path);
+                free(f);
+        }
+        return NULL;
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(EpFile *, file_free);
+
 int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns, EpProcTable **ret) {
         _cleanup_(ep_proc_table_freep) EpProcTable *t = NULL;
         long hz = sysconf(_SC_CLK_TCK);
@@ -86,7 +95,8 @@ int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns
         t->inodes = ep_hashmap_new(sizeof(InodeKey), sizeof(InodeEntry));
         t->user_pins = ep_hashmap_new(sizeof(uid_t), sizeof(uint32_t));
         t->ids = ep_hashmap_new(EP_FILE_ID_SIZE, sizeof(uint32_t));
-        if (!t->proc_root || !t->procs || !t->inodes || !t->user_pins || !t->ids ||
+        t->files = ep_hashmap_new(sizeof(uint32_t), sizeof(EpFile *));
+        if (!t->proc_root || !t->procs || !t->inodes || !t->user_pins || !t->ids || !t->files ||
             ep_file_prober_new(&t->prober) < 0)
                 return -ENOMEM;
         t->max_user_pins = EP_PROC_TABLE_USER_PINS_DEFAULT;
@@ -191,10 +201,16 @@ EpProcTable *ep_proc_table_free(EpProcTable *t) {
         ep_hashmap_free(t->inodes);
         ep_hashmap_free(t->user_pins);
         ep_hashmap_free(t->ids);
-        for (size_t i = 0; i < t->n_files; i++)
-                free(t->files[i].path);
+        if (t->files) {
+                const void *k;
+                void *v;
+
+                state = 0;
+                while (ep_hashmap_iterate(t->files, &state, &k, &v))
+                        file_free(load_ptr(v));
+                ep_hashmap_free(t->files);
+        }
         (void) close_nointr(t->vdso_fd);
-        free(t->files);
         free(t->proc_root);
         ep_file_prober_free(t->prober);
         free(t);
@@ -231,9 +247,8 @@ size_t ep_proc_table_n_processes(const EpProcTable *t) {
 }
 
 EpFile *ep_proc_table_file(EpProcTable *t, uint32_t key) {
-        if (key == 0 || key > t->n_files)
-                return NULL;
-        return &t->files[key - 1];
+        const void *v = ep_hashmap_get(t->files, &key);
+        return v ? load_ptr(v) : NULL;
 }
 
 uint64_t ep_proc_table_probe_timeouts(const EpProcTable *t) {
@@ -241,7 +256,52 @@ uint64_t ep_proc_table_probe_timeouts(const EpProcTable *t) {
 }
 
 size_t ep_proc_table_n_files(const EpProcTable *t) {
-        return t->n_files;
+        return ep_hashmap_size(t->files);
+}
+
+/* Marks the files p maps as used at now. */
+static void files_mark_used(EpProcTable *t, const EpProcess *p, uint64_t now) {
+        for (size_t i = 0; i < p->n_mappings; i++) {
+                EpFile *f = p->mappings[i].file_key ? ep_proc_table_file(t, p->mappings[i].file_key) : NULL;
+
+                if (f)
+                        f->used_ns = now;
+        }
+}
+
+size_t ep_proc_table_prune_files(EpProcTable *t, uint64_t now, uint64_t grace_ns, ep_file_used_t used,
+                                 ep_file_forget_t forget, void *userdata) {
+        _cleanup_free_ uint32_t *old = NULL;
+        size_t state = 0, n = 0, removed = 0;
+        const void *k;
+        void *v;
+        EpProcess *p;
+
+        while (ep_proc_table_iterate(t, &state, &p))
+                files_mark_used(t, p, now);
+        old = malloc(MAX(ep_hashmap_size(t->files), (size_t) 1) * sizeof *old);
+        if (!old)
+                return 0; /* next time */
+        state = 0;
+        while (ep_hashmap_iterate(t->files, &state, &k, &v)) {
+                EpFile *f = load_ptr(v);
+
+                if (f->key == t->vdso_key || (used && used(f->key, userdata)))
+                        f->used_ns = now;
+                else if (now - f->used_ns >= grace_ns)
+                        old[n++] = f->key;
+        }
+        for (size_t i = 0; i < n; i++) { /* removed after the walk, which a removal would upset */
+                EpFile *f = ep_proc_table_file(t, old[i]);
+
+                if (forget)
+                        forget(f->key, userdata);
+                (void) ep_hashmap_remove(t->ids, f->id, NULL);
+                (void) ep_hashmap_remove(t->files, &old[i], NULL);
+                file_free(f);
+                removed++;
+        }
+        return removed;
 }
 
 void ep_proc_table_set_max_user_pins(EpProcTable *t, unsigned max) {
@@ -407,34 +467,42 @@ static int identify_by_proc(pid_t pid, const EpMapsLine *m, void *userdata, uint
                                          ret_size);
 }
 
+/* A key no file has had (0 is none): after 2^32 files, one not in use. */
+static uint32_t next_key(EpProcTable *t) {
+        do
+                t->last_key++;
+        while (t->last_key == 0 || ep_hashmap_get(t->files, &t->last_key));
+        return t->last_key;
+}
+
 static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t size, dev_t dev, const char *path,
                     uint32_t *ret_key) {
-        void *slot;
-        EpFile *f;
+        _cleanup_(file_freep) EpFile *f = NULL;
+        void *id_slot, *slot;
+        uint32_t key;
         int r;
 
-        if (t->n_files == t->cap_files) {
-                size_t cap = t->cap_files ? t->cap_files * 2 : 64;
-                EpFile *nf = realloc(t->files, cap * sizeof *nf);
-                if (!nf)
-                        return -ENOMEM;
-                t->files = nf;
-                t->cap_files = cap;
-        }
-        f = &t->files[t->n_files];
-        *f = (EpFile) { .key = (uint32_t) t->n_files + 1, .size = size, .dev = dev };
+        f = calloc(1, sizeof *f);
+        if (!f)
+                return -ENOMEM;
+        *f = (EpFile) { .size = size, .dev = dev, .used_ns = ep_now_ns(CLOCK_MONOTONIC), .path = strdup(path) };
         memcpy(f->id, id, EP_FILE_ID_SIZE);
-        f->path = strdup(path);
         if (!f->path)
                 return -ENOMEM;
-        r = ep_hashmap_put(t->ids, id, &slot);
+        key = next_key(t);
+        r = ep_hashmap_put(t->files, &key, &slot);
+        if (r < 0)
+                return r;
+        r = ep_hashmap_put(t->ids, id, &id_slot);
         if (r < 0) {
-                free(f->path);
+                (void) ep_hashmap_remove(t->files, &key, NULL);
                 return r;
         }
-        memcpy(slot, &f->key, sizeof f->key);
-        t->n_files++;
-        *ret_key = f->key;
+        f->key = key;
+        memcpy(id_slot, &key, sizeof key);
+        memcpy(ep_hashmap_get(t->files, &key), &f, sizeof f);
+        TAKE_PTR(f);
+        *ret_key = key;
         return 0;
 }
 

@@ -29,6 +29,7 @@ typedef struct EpFile {
         dev_t dev;                  /* of the inode it was first seen as (file-probe.h) */
         char *path;                 /* as /proc/PID/maps showed it when first seen */
         uint64_t announced_gen;     /* trace ring generation it was last announced in */
+        uint64_t used_ns;           /* CLOCK_MONOTONIC: last seen in use (ep_proc_table_prune_files()) */
 } EpFile;
 
 typedef struct EpProcess {
@@ -116,6 +117,14 @@ const EpMapping *ep_process_find_mapping(const EpProcess *p, uint64_t addr);
 
 EpFile *ep_proc_table_file(EpProcTable *t, uint32_t key);
 size_t ep_proc_table_n_files(const EpProcTable *t);
+/* Forgets the files no process maps and used() does not claim, since grace_ns before now
+ * (CLOCK_MONOTONIC): so that the table does not grow with every file the host ever ran. forget
+ * is told each key first. Keys are not given again, so a consumer that still knows one never
+ * takes it for another file. Returns how many went. */
+typedef bool (*ep_file_used_t)(uint32_t key, void *userdata);
+typedef void (*ep_file_forget_t)(uint32_t key, void *userdata);
+size_t ep_proc_table_prune_files(EpProcTable *t, uint64_t now, uint64_t grace_ns, ep_file_used_t used,
+                                 ep_file_forget_t forget, void *userdata);
 /* A non-root user's share of identified (pinned) inodes: each holds a descriptor. */
 #define EP_PROC_TABLE_USER_PINS_DEFAULT 4096u
 void ep_proc_table_set_max_user_pins(EpProcTable *t, unsigned max);

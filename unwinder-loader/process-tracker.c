@@ -262,3 +262,25 @@ int loader_scan_processes(Loader *l) {
                  ep_proc_table_n_files(l->procs) - files_before, (uint64_t) ((ep_now_ns(CLOCK_MONOTONIC) - start) / NSEC_PER_MSEC));
         return 0;
 }
+
+/* A file no process maps keeps its key this long: traces of it may still be in flight, and its
+ * table unloads after its own delay (tables.c), which keeps the file meanwhile. */
+#define FILE_FORGET_NS (60 * NSEC_PER_SEC)
+
+static bool file_has_table(uint32_t key, void *userdata) {
+        Loader *l = userdata;
+        EpTableInfo info;
+
+        return l->tables && ep_tables_file_info(l->tables, key, &info) >= 0;
+}
+
+static void file_forgotten(uint32_t key, void *userdata) {
+        loader_runtimes_forget_file(userdata, key);
+}
+
+void loader_prune_files(Loader *l, uint64_t now) {
+        size_t n = ep_proc_table_prune_files(l->procs, now, FILE_FORGET_NS, file_has_table, file_forgotten, l);
+
+        if (n > 0)
+                log_debug("Forgot %zu files no process maps (%zu known).", n, ep_proc_table_n_files(l->procs));
+}

@@ -267,5 +267,6 @@ const LoaderRuntime loader_runtime_cpython = {
         .is_interp_loop = cpython_is_eval_loop,
         .frame_addr = cpython_frame_addr,
         .counters = cpython_counters,
+        .forget_file = forget_file,
         .free = cpython_free,
 };

@@ -69,6 +69,11 @@ uint64_t loader_runtimes_counters_hash(Loader *l, const uint64_t *bpf) {
         return h;
 }
 
+void loader_runtimes_forget_file(Loader *l, uint32_t key) {
+        for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
+                runtimes[i]->forget_file(l, key);
+}
+
 void loader_runtimes_free(Loader *l) {
         for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
                 runtimes[i]->free(l);

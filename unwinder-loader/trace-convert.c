@@ -623,8 +623,10 @@ void loader_sweep_processes(Loader *l) {
         size_t state = 0;
         EpProcess *p;
 
-        if (check_liveness)
+        if (check_liveness) {
                 l->last_liveness_check_ns = now;
+                loader_prune_files(l, now);
+        }
         while (ep_proc_table_iterate(l->procs, &state, &p)) {
                 if (p->exit_seen_ns) {
                         if (now - p->exit_seen_ns >= EXITED_KEEP_NS && p->n_deferred == 0)

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "daemon.h"
 #include "hashmap.h"
 #include "proc-maps.h"
 #include "proc-parse.h"
@@ -352,6 +353,58 @@ static void test_user_share_of_pins(void) {
         CHECK(ep_proc_table_identify_refusals(t) == 2);
 }
 
+static uint32_t kept_key, forgotten;
+
+static bool keep_one(uint32_t key, void *userdata) {
+        return key == kept_key;
+}
+
+static void count_forgotten(uint32_t key, void *userdata) {
+        forgotten++;
+}
+
+/* Files no process maps are forgotten after the grace (and what used() claims is kept); a file
+ * seen again gets a key no file had. */
+static void test_files_pruned(void) {
+        _cleanup_(ep_proc_table_freep) EpProcTable *t = NULL;
+        static const char text[] =
+                "7f1000100000-7f1000101000 r-xp 00000000 fd:01 701 /opt/a.so\n"
+                "7f1000200000-7f1000201000 r-xp 00000000 fd:01 702 /opt/b.so\n";
+        const uint64_t grace = 60 * NSEC_PER_SEC;
+        uint32_t a, b;
+        EpProcess *p;
+        uint64_t now;
+
+        CHECK(ep_proc_table_new("/nonexistent-proc", 0, &t) == 0);
+        ep_proc_table_set_identify(t, fake_identify, NULL);
+        CHECK(ep_proc_table_add(t, 4500, &p) == 0);
+        load_maps(t, p, text);
+        a = ep_process_find_mapping(p, 0x7f1000100000)->file_key;
+        b = ep_process_find_mapping(p, 0x7f1000200000)->file_key;
+        CHECK(a != 0 && b != 0 && ep_proc_table_n_files(t) == 2);
+        now = ep_now_ns(CLOCK_MONOTONIC);
+
+        /* Mapped: kept, however long. */
+        CHECK(ep_proc_table_prune_files(t, now + 10 * grace, grace, keep_one, count_forgotten, NULL) == 0);
+        ep_proc_table_remove(t, 4500);
+
+        /* Unmapped, within the grace since it was last seen used: kept. */
+        CHECK(ep_proc_table_prune_files(t, now + 10 * grace + grace / 2, grace, keep_one, count_forgotten, NULL) == 0);
+        /* Past it: forgotten, but for the one used() claims. */
+        kept_key = b;
+        CHECK(ep_proc_table_prune_files(t, now + 12 * grace, grace, keep_one, count_forgotten, NULL) == 1);
+        CHECK(forgotten == 1 && ep_proc_table_file(t, a) == NULL && ep_proc_table_file(t, b) != NULL);
+        CHECK(ep_proc_table_n_files(t) == 1);
+
+        /* Mapped again: a new key for a. */
+        CHECK(ep_proc_table_add(t, 4501, &p) == 0);
+        load_maps(t, p, text);
+        CHECK(ep_process_find_mapping(p, 0x7f1000100000)->file_key != a);
+        CHECK(ep_process_find_mapping(p, 0x7f1000100000)->file_key != 0);
+        CHECK(ep_process_find_mapping(p, 0x7f1000200000)->file_key == b);
+        CHECK(ep_proc_table_n_files(t) == 2);
+}
+
 static void test_status_ids(void) {
         EpStatusIds ids;
 
@@ -377,6 +430,7 @@ int main(void) {
         test_mapping_cache();
         test_identify_passing_failure();
         test_user_share_of_pins();
+        test_files_pruned();
         if (failures) {
                 fprintf(stderr, "%d check(s) failed\n", failures);
                 return 1;
