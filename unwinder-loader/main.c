@@ -9,7 +9,6 @@
 #include <linux/capability.h>
 #include <pwd.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -423,7 +422,8 @@ int main(int argc, char **argv) {
         l->boot_to_realtime_ns = measure_boot_to_realtime();
         r = ep_proc_table_new("/proc", l->boot_to_realtime_ns, &l->procs);
         if (r >= 0) /* like the file slots: an eighth for each user but root */
-                ep_proc_table_set_max_user_pins(l->procs, (unsigned) MIN(fd_limit / 8, (rlim_t) UINT_MAX));
+                ep_proc_table_set_max_user_pins(l->procs,
+                                                (unsigned) MIN(fd_limit / 8, (rlim_t) EP_PROC_TABLE_USER_PINS_MAX));
         if (r >= 0)
                 r = ep_ring_create("ebpf-profiler-traces", LOADER_TRACE_RING_SIZE, &l->ring);
         if (r >= 0)

@@ -125,8 +125,10 @@ typedef bool (*ep_file_used_t)(uint32_t key, void *userdata);
 typedef void (*ep_file_forget_t)(uint32_t key, void *userdata);
 size_t ep_proc_table_prune_files(EpProcTable *t, uint64_t now, uint64_t grace_ns, ep_file_used_t used,
                                  ep_file_forget_t forget, void *userdata);
-/* A non-root user's share of identified (pinned) inodes: each holds a descriptor. */
+/* A non-root user's share of identified (pinned) inodes: each holds a descriptor. The loader
+ * gives each user an eighth of its open-file limit, at most EP_PROC_TABLE_USER_PINS_MAX. */
 #define EP_PROC_TABLE_USER_PINS_DEFAULT 4096u
+#define EP_PROC_TABLE_USER_PINS_MAX 16384u
 void ep_proc_table_set_max_user_pins(EpProcTable *t, unsigned max);
 /* Mappings left unidentified because their user held its share. */
 uint64_t ep_proc_table_identify_refusals(const EpProcTable *t);

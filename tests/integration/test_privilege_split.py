@@ -406,7 +406,7 @@ release = lambda: None
 while True:
     pass
 """
-MANY_FILES = 20000
+MANY_FILES = 20000  # more than a user's share of identified files (at most 16,384: proc-maps.h)
 
 
 def test_a_users_twenty_thousand_files_leave_profiling_of_others_working(profiler, tmp_path):
