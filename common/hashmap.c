@@ -191,6 +191,31 @@ int ep_hashmap_remove(EpHashmap *h, const void *key, void *ret_value) {
         return 1;
 }
 
+uint32_t ep_hashmap_count(const EpHashmap *h, const void *key) {
+        const void *v = ep_hashmap_get(h, key);
+        uint32_t n = 0;
+
+        if (v)
+                memcpy(&n, v, sizeof n);
+        return n;
+}
+
+int ep_hashmap_count_add(EpHashmap *h, const void *key, int delta) {
+        uint32_t n = ep_hashmap_count(h, key) + (uint32_t) delta;
+        void *v;
+        int r;
+
+        if (n == 0) {
+                (void) ep_hashmap_remove(h, key, NULL);
+                return 0;
+        }
+        r = ep_hashmap_put(h, key, &v);
+        if (r < 0)
+                return r;
+        memcpy(v, &n, sizeof n);
+        return 0;
+}
+
 void ep_hashmap_clear(EpHashmap *h) {
         if (h->slots)
                 memset(h->slots, 0, h->capacity * h->slot_size);

@@ -26,6 +26,11 @@ int ep_hashmap_put(EpHashmap *h, const void *key, void **ret_value);
 /* Returns 1 when removed, 0 when absent. If ret_value is given, the value is copied there. */
 int ep_hashmap_remove(EpHashmap *h, const void *key, void *ret_value);
 void ep_hashmap_clear(EpHashmap *h);
+/* Counters: maps whose values are uint32_t counts, a missing key counting 0. The count under
+ * key (0 when absent). */
+uint32_t ep_hashmap_count(const EpHashmap *h, const void *key);
+/* Adds delta to the count under key; a count that reaches 0 is removed. -ENOMEM, else 0. */
+int ep_hashmap_count_add(EpHashmap *h, const void *key, int delta);
 /* Iteration: start with *state = 0; returns false at the end. Any put or remove during the
  * walk invalidates it (collect keys first, then remove). */
 bool ep_hashmap_iterate(const EpHashmap *h, size_t *state, const void **ret_key, void **ret_value);

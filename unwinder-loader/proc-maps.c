@@ -109,27 +109,6 @@ int ep_proc_table_new(const char *proc_root, uint64_t realtime_minus_boottime_ns
         return 0;
 }
 
-static uint32_t user_pins(const EpProcTable *t, uid_t uid) {
-        const void *v = ep_hashmap_get(t->user_pins, &uid);
-        return v ? load_u32(v) : 0;
-}
-
-/* uid's count of pins goes up by one (delta 1) or down (-1); false when it cannot be counted
- * (out of memory). */
-static bool user_pins_add(EpProcTable *t, uid_t uid, int delta) {
-        uint32_t n = user_pins(t, uid) + (uint32_t) delta;
-        void *slot;
-
-        if (n == 0) {
-                (void) ep_hashmap_remove(t->user_pins, &uid, NULL);
-                return true;
-        }
-        if (ep_hashmap_put(t->user_pins, &uid, &slot) < 0)
-                return false;
-        memcpy(slot, &n, sizeof n);
-        return true;
-}
-
 /* The inodes of mappings v[0..n) get one user more (delta 1) or less (-1); an inode with no
  * user left is forgotten, and let go. */
 static void inodes_use(EpProcTable *t, const EpMapping *v, size_t n, int delta) {
@@ -146,7 +125,7 @@ static void inodes_use(EpProcTable *t, const EpMapping *v, size_t n, int delta) 
                         (void) ep_hashmap_remove(t->inodes, &ik, NULL);
                         (void) close_nointr(e.pin);
                         if (e.charged != 0)
-                                (void) user_pins_add(t, e.charged, -1);
+                                (void) ep_hashmap_count_add(t->user_pins, &e.charged, -1);
                 } else
                         memcpy(slot, &e, sizeof e);
         }
@@ -528,7 +507,7 @@ static int file_key_for(EpProcTable *t, const EpProcess *p, const EpMapsLine *m,
         LOG_CONTEXT_PID(p->pid);
         LOG_CONTEXT_FILE(m->path);
 
-        if (p->uid != 0 && user_pins(t, p->uid) >= t->max_user_pins) {
+        if (p->uid != 0 && ep_hashmap_count(t->user_pins, &p->uid) >= t->max_user_pins) {
                 if (t->identify_refusals++ == 0)
                         log_warning("User %u has %u mapped files identified, its share: further files of its "
                                     "processes stay unidentified (no tables or symbols) until some are let go "
@@ -548,12 +527,12 @@ static int file_key_for(EpProcTable *t, const EpProcess *p, const EpMapsLine *m,
         }
         /* Not remembered when out of memory: the next read identifies it again. Its mapping
          * uses the entry next (load_maps). */
-        charged = p->uid == 0 || user_pins_add(t, p->uid, 1);
+        charged = p->uid == 0 || ep_hashmap_count_add(t->user_pins, &p->uid, 1) >= 0;
         if (charged && ep_hashmap_put(t->inodes, &ik, &slot) >= 0)
                 memcpy(slot, &(InodeEntry) { .file_key = key, .pin = TAKE_FD(pin), .charged = p->uid },
                        sizeof(InodeEntry));
         else if (charged && p->uid != 0)
-                (void) user_pins_add(t, p->uid, -1); /* counted, but not remembered */
+                (void) ep_hashmap_count_add(t->user_pins, &p->uid, -1); /* counted, but not remembered */
         *ret_key = key;
         return 0;
 }

@@ -185,27 +185,6 @@ static uint32_t slot_alloc(EpTables *t) {
         return 0;
 }
 
-/* The slots charged to uid. */
-static uint32_t user_slots(const EpTables *t, uid_t uid) {
-        const void *v = ep_hashmap_get(t->user_slots, &uid);
-        uint32_t n = 0;
-
-        if (v)
-                memcpy(&n, v, sizeof n);
-        return n;
-}
-
-/* One slot more (delta 1) or less (-1) charged to uid; a user with none is forgotten. */
-static void user_slots_add(EpTables *t, uid_t uid, int delta) {
-        uint32_t n = user_slots(t, uid) + (uint32_t) delta;
-        void *v;
-
-        if (n == 0)
-                (void) ep_hashmap_remove(t->user_slots, &uid, NULL);
-        else if ((v = ep_hashmap_get(t->user_slots, &uid)) || ep_hashmap_put(t->user_slots, &uid, &v) >= 0)
-                memcpy(v, &n, sizeof n);
-}
-
 static void slot_release(EpTables *t, uint32_t slot) {
         if (slot == 0)
                 return;
@@ -262,7 +241,7 @@ static void file_drop(EpTables *t, TableFile *f, bool outer_removed) {
         table_unload(t, f, outer_removed);
         set_state(t, f, T_IDLE);
         if (f->slot != 0 && f->charged != 0)
-                user_slots_add(t, f->charged, -1);
+                (void) ep_hashmap_count_add(t->user_slots, &f->charged, -1);
         slot_release(t, f->slot);
         (void) ep_hashmap_remove(t->files, &f->key, NULL);
         free(f);
@@ -421,7 +400,7 @@ uint32_t ep_tables_ref(EpTables *t, uint32_t file_key, uid_t uid) {
                 return 0;
         f->refs++;
         f->unused_since_ns = 0;
-        if (f->slot == 0 && uid != 0 && user_slots(t, uid) >= t->max_files / SLOTS_PER_USER_DIVISOR) {
+        if (f->slot == 0 && uid != 0 && ep_hashmap_count(t->user_slots, &uid) >= t->max_files / SLOTS_PER_USER_DIVISOR) {
                 if (t->user_full++ == 0)
                         log_warning("User %u holds %u BPF file slots, its share: frames in further files of "
                                     "its processes take frame-pointer steps.", (unsigned) uid,
@@ -432,7 +411,7 @@ uint32_t ep_tables_ref(EpTables *t, uint32_t file_key, uid_t uid) {
                 f->slot = slot_alloc(t);
                 f->charged = f->slot != 0 ? uid : 0;
                 if (f->charged != 0)
-                        user_slots_add(t, uid, 1);
+                        (void) ep_hashmap_count_add(t->user_slots, &uid, 1);
                 if (f->slot == 0) {
                         if (t->no_slot++ == 0)
                                 log_warning("All %u BPF file slots are in use: frames in further files take "

@@ -11,6 +11,23 @@
 #include "utf8.h"
 #include "wire-buf.h"
 
+/* Counters: absent counts 0, a count back at 0 is removed. */
+static void test_hashmap_counts(void) {
+        _cleanup_hashmap_ EpHashmap *h = ep_hashmap_new(sizeof(uint32_t), sizeof(uint32_t));
+        uint32_t a = 1000, b = 1001;
+
+        ASSERT_TRUE(h);
+        ASSERT_EQ(ep_hashmap_count(h, &a), 0);
+        ASSERT_OK(ep_hashmap_count_add(h, &a, 1));
+        ASSERT_OK(ep_hashmap_count_add(h, &a, 1));
+        ASSERT_OK(ep_hashmap_count_add(h, &b, 1));
+        ASSERT_EQ(ep_hashmap_count(h, &a), 2);
+        ASSERT_OK(ep_hashmap_count_add(h, &a, -1));
+        ASSERT_OK(ep_hashmap_count_add(h, &a, -1));
+        ASSERT_EQ(ep_hashmap_count(h, &a), 0);
+        ASSERT_EQ(ep_hashmap_size(h), 1u);
+}
+
 static void test_hashmap(void) {
         _cleanup_hashmap_ EpHashmap *h = ep_hashmap_new(sizeof(uint64_t), sizeof(uint32_t));
         uint32_t *v, removed;
@@ -273,6 +290,7 @@ int main(void) {
         test_sanitize_text();
         test_frame_kinds();
         test_hashmap();
+        test_hashmap_counts();
         test_wire_buf();
         test_file_id();
         test_sha256();
