@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "export-intake.h"
+#include "frame-kind.h"
 #include "log.h"
 #include "wire-buf.h"
 
@@ -198,13 +199,19 @@ static int on_frame(ExpIntake *in, EpReader *r) {
                 return group_drop(in, -EBADMSG, "FRAME %" PRIu32 ": malformed lines", ref);
 
         /* The collector names each (kind, file, address) once; should two refs name the same
-         * frame, both point at the first one. */
-        k = ep_hashmap_put(in->frame_keys, &key, (void **) &idx);
-        if (k < 0)
-                return group_drop(in, -ENOMEM, "out of memory");
-        if (k > 0)
-                *idx = (uint32_t) (in->cur->n_frames - 1);
-        uint32_t frame = *idx;
+         * frame, both point at the first one. Not a per-process kind (a JIT's code, a Python
+         * code object): its address means something in one process only and the record does
+         * not say which, so two refs of one address are two frames (the same call sites of a
+         * parent and of its forked child, one named, one read after the child's exec). */
+        uint32_t frame = (uint32_t) (in->cur->n_frames - 1);
+        if (!ep_frame_kind_per_process(key.kind)) {
+                k = ep_hashmap_put(in->frame_keys, &key, (void **) &idx);
+                if (k < 0)
+                        return group_drop(in, -ENOMEM, "out of memory");
+                if (k > 0)
+                        *idx = frame;
+                frame = *idx;
+        }
         k = ep_hashmap_put(in->frame_refs, &ref, (void **) &idx);
         if (k < 0)
                 return group_drop(in, -ENOMEM, "out of memory");

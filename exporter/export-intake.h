@@ -27,7 +27,7 @@ typedef struct ExpIntake {
         bool skipping;    /* inside a dropped group: ignore records until the next BEGIN */
         uint64_t group_bytes;
         EpHashmap *frame_refs; /* u32 frame_ref → u32 frame index */
-        EpHashmap *frame_keys; /* FrameKey → u32 frame index (one frame per kind/file/addr) */
+        EpHashmap *frame_keys; /* FrameKey → u32 frame index: one per kind/file/addr, but per-process kinds */
         EpHashmap *stack_refs; /* u32 stack_ref → u32 stack index */
         EpHashmap *pids;       /* u32 pid → u32 process index */
 

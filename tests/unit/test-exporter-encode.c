@@ -620,6 +620,51 @@ static void test_intake_valid(void) {
         ep_writer_done(&w);
 }
 
+/* A parent's Python code object and its forked child's at the same address are two frames:
+ * the child's, read after its exec, stays unnamed, and the parent's keeps its name. */
+static void test_intake_per_process_frames(void) {
+        _cleanup_(exp_intake_freep) ExpIntake *in = NULL;
+        _cleanup_(exp_interval_freep) ExpInterval *iv = NULL;
+        EpWriter w;
+
+        ASSERT_OK(exp_intake_new(&in));
+        ep_writer_init_dynamic(&w);
+        put_begin(&w, 9);
+        ASSERT_EQ(feed(in, EP_MSG_EXP_BEGIN, &w, &iv), 0);
+        for (uint32_t pid = 100; pid <= 101; pid++) {
+                ep_put_u32(&w, pid);
+                ep_put_str(&w, "python3");
+                ep_put_str(&w, "/usr/bin/python3");
+                ep_put_str(&w, "");
+                ASSERT_EQ(feed(in, EP_MSG_EXP_PROCESS, &w, &iv), 0);
+        }
+        put_frame(&w, 1, EP_FRAME_CPYTHON, NULL, 0x7f0000001000ULL, 1, "parent_function");
+        ASSERT_EQ(feed(in, EP_MSG_EXP_FRAME, &w, &iv), 0);
+        put_frame(&w, 2, EP_FRAME_CPYTHON, NULL, 0x7f0000001000ULL, 0, NULL);
+        ASSERT_EQ(feed(in, EP_MSG_EXP_FRAME, &w, &iv), 0);
+        for (uint32_t ref = 1; ref <= 2; ref++) {
+                ep_put_u32(&w, 20 + ref);
+                ep_put_u32(&w, 1);
+                ep_put_u32(&w, ref);
+                ASSERT_EQ(feed(in, EP_MSG_EXP_STACK, &w, &iv), 0);
+        }
+        put_sample(&w, 100, 21, 1, 1);
+        ASSERT_EQ(feed(in, EP_MSG_EXP_SAMPLE, &w, &iv), 0);
+        put_sample(&w, 101, 22, 1, 1);
+        ASSERT_EQ(feed(in, EP_MSG_EXP_SAMPLE, &w, &iv), 0);
+        ep_put_u64(&w, 9);
+        ASSERT_EQ(feed(in, EP_MSG_EXP_END, &w, &iv), 1);
+        ASSERT_TRUE(iv);
+
+        ASSERT_EQ(iv->n_frames, 2);
+        ASSERT_EQ(iv->n_stacks, 2);
+        ASSERT_TRUE(iv->stacks[0].frames[0] != iv->stacks[1].frames[0]);
+        ASSERT_EQ(iv->frames[iv->stacks[0].frames[0]].n_lines, 1);
+        ASSERT_STREQ(iv->frames[iv->stacks[0].frames[0]].lines[0].function, "parent_function");
+        ASSERT_EQ(iv->frames[iv->stacks[1].frames[0]].n_lines, 0);
+        ep_writer_done(&w);
+}
+
 static void test_intake_malformed(void) {
         _cleanup_(exp_intake_freep) ExpIntake *in = NULL;
         ExpInterval *iv = NULL;
@@ -787,6 +832,7 @@ int main(int argc, char **argv) {
         test_encode_empty();
         test_encode_bad_model();
         test_intake_valid();
+        test_intake_per_process_frames();
         test_intake_malformed();
         return tests_summary("test-exporter-encode");
 }
