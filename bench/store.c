@@ -67,6 +67,7 @@ static void announce(Collector *c) {
                 ep_writer_init_dynamic(&w);
                 ep_put_u32(&w, key);
                 ep_put_bytes(&w, id, sizeof(id));
+                ep_put_bytes(&w, id, sizeof(id)); /* its htlhash: a system file */
                 ep_put_u64(&w, 4 << 20);
                 ep_put_str(&w, path);
                 if (w.overflow || collector_intake(c, EP_MSG_FILE, w.data, w.size) < 0)

@@ -119,9 +119,11 @@ static int fill_frame(Loader *l, ExpFrame *f, int64_t id) {
         f->kind = (uint8_t) sqlite3_column_int(st, 0);
         f->addr = (uint64_t) sqlite3_column_int64(st, 1);
         f->elf_addr = (uint64_t) sqlite3_column_int64(st, 2); /* NULL reads as 0: unknown */
-        const void *file_id = sqlite3_column_blob(st, 3);
+        const void *file_id = sqlite3_column_blob(st, 3), *htlhash = sqlite3_column_blob(st, 7);
         if (file_id)
                 memcpy(f->file_id, file_id, MIN((size_t) sqlite3_column_bytes(st, 3), sizeof(f->file_id)));
+        if (htlhash)
+                memcpy(f->htlhash, htlhash, MIN((size_t) sqlite3_column_bytes(st, 7), sizeof(f->htlhash)));
         const void *build_id = sqlite3_column_blob(st, 5);
         if (build_id) {
                 f->build_id_len = (uint8_t) MIN((size_t) sqlite3_column_bytes(st, 5), sizeof(f->build_id));
@@ -289,6 +291,30 @@ static int read_window(Loader *l) {
 
 _Static_assert(EP_FRAME_NATIVE == 1, "the frame query joins files for kind 1");
 
+/* The frame query for a store of this schema: from version 4 a file's htlhash has a column
+ * of its own (a file not root's has an ID of its own, common/file-id.h); before, the file ID
+ * was the htlhash. */
+static int prepare_frame_query(sqlite3 *db, sqlite3_stmt **ret) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        bool has_htlhash;
+        int r;
+
+        r = prepare(db, "SELECT count(*) FROM pragma_table_info('files') WHERE name = 'htlhash'", &st);
+        if (r < 0)
+                return r;
+        if (sqlite3_step(st) != SQLITE_ROW)
+                return sql_error(db, "reading the store's schema");
+        has_htlhash = sqlite3_column_int(st, 0) > 0;
+        return prepare(db,
+                       has_htlhash ? "SELECT f.kind, f.addr, f.elf_addr, fi.file_id, fi.path, fi.gnu_build_id, "
+                                     "fi.go_build_id, coalesce(fi.htlhash, fi.file_id)"
+                                     " FROM frames f LEFT JOIN files fi ON fi.id = f.file AND f.kind = 1 WHERE f.id = ?1"
+                                   : "SELECT f.kind, f.addr, f.elf_addr, fi.file_id, fi.path, fi.gnu_build_id, "
+                                     "fi.go_build_id, fi.file_id"
+                                     " FROM frames f LEFT JOIN files fi ON fi.id = f.file AND f.kind = 1 WHERE f.id = ?1",
+                       ret);
+}
+
 static int load(Loader *l) {
         int r;
 
@@ -301,10 +327,7 @@ static int load(Loader *l) {
                          &l->process_stmt)) < 0 ||
             (r = prepare(l->db, "SELECT frames FROM stacks WHERE id = ?1", &l->stack_stmt)) < 0 ||
             /* frames.file is a files.id for native frames only (a processes.id for unmapped) */
-            (r = prepare(l->db,
-                         "SELECT f.kind, f.addr, f.elf_addr, fi.file_id, fi.path, fi.gnu_build_id, fi.go_build_id"
-                         " FROM frames f LEFT JOIN files fi ON fi.id = f.file AND f.kind = 1 WHERE f.id = ?1",
-                         &l->frame_stmt)) < 0 ||
+            (r = prepare_frame_query(l->db, &l->frame_stmt)) < 0 ||
             (r = prepare(l->db, "SELECT function, source_file, line FROM frame_lines WHERE frame = ?1 ORDER BY depth",
                          &l->lines_stmt)) < 0)
                 return r;

@@ -16,7 +16,7 @@
 #include "spawn-util.h"
 
 /* The newest store schema this reader understands; it reads every version from 1 up. */
-#define EP_STORE_SCHEMA_VERSION 3
+#define EP_STORE_SCHEMA_VERSION 4
 #define EP_STORE_DEFAULT_PATH EP_STATE_DIR "/profiles.db"
 
 /* How many values one filter option takes (--pid, --comm given several times). */

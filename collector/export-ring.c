@@ -88,6 +88,7 @@ static void put_frame(Collector *c, Group *g, const Frame *f) {
         ep_put_u32(&g->w, f->ref);
         ep_put_u8(&g->w, f->kind);
         ep_put_bytes(&g->w, file ? file->file_id : no_file_id, EP_FILE_ID_SIZE);
+        ep_put_bytes(&g->w, file ? file->htlhash : no_file_id, EP_FILE_ID_SIZE);
         ep_put_blob(&g->w, file ? file->gnu_build_id : no_file_id, file ? file->gnu_build_id_len : 0);
         ep_put_str(&g->w, file ? file->go_build_id : NULL);
         /* the mapping: the file's path, or the kernel module ("" = vmlinux) */

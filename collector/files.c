@@ -29,8 +29,8 @@ void file_table_done(FileTable *t) {
         *t = (FileTable) {};
 }
 
-int file_table_intern(FileTable *t, const uint8_t file_id[EP_FILE_ID_SIZE], const char *path,
-                      uint64_t size, uint32_t *ret_idx) {
+int file_table_intern(FileTable *t, const uint8_t file_id[EP_FILE_ID_SIZE],
+                      const uint8_t htlhash[EP_FILE_ID_SIZE], const char *path, uint64_t size, uint32_t *ret_idx) {
         uint32_t *v;
         int r;
 
@@ -40,6 +40,7 @@ int file_table_intern(FileTable *t, const uint8_t file_id[EP_FILE_ID_SIZE], cons
         FileEntry *f = &t->items[t->n];
         *f = (FileEntry) { .size = size };
         memcpy(f->file_id, file_id, EP_FILE_ID_SIZE);
+        memcpy(f->htlhash, htlhash, EP_FILE_ID_SIZE);
         f->path = strdup(path ?: "");
         if (!f->path)
                 return -ENOMEM;

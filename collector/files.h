@@ -13,6 +13,7 @@
 
 typedef struct FileEntry {
         uint8_t file_id[EP_FILE_ID_SIZE];
+        uint8_t htlhash[EP_FILE_ID_SIZE]; /* what OTLP backends know it by (file-id.h) */
         uint64_t size;
         char *path;
         char *go_build_id;
@@ -37,8 +38,8 @@ int file_table_init(FileTable *t);
 void file_table_done(FileTable *t);
 
 /* Returns 1 when the file ID is new, 0 when known; *ret_idx either way. */
-int file_table_intern(FileTable *t, const uint8_t file_id[EP_FILE_ID_SIZE], const char *path,
-                      uint64_t size, uint32_t *ret_idx);
+int file_table_intern(FileTable *t, const uint8_t file_id[EP_FILE_ID_SIZE],
+                      const uint8_t htlhash[EP_FILE_ID_SIZE], const char *path, uint64_t size, uint32_t *ret_idx);
 int file_table_bind_key(FileTable *t, uint32_t file_key, uint32_t idx);
 /* 0 when the key was never announced in this session. */
 uint32_t file_table_by_key(const FileTable *t, uint32_t file_key);

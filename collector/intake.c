@@ -178,7 +178,7 @@ static int intake_trace(Collector *c, const void *payload, size_t len) {
 }
 
 static int intake_file(Collector *c, const void *payload, size_t len) {
-        uint8_t file_id[EP_FILE_ID_SIZE];
+        uint8_t file_id[EP_FILE_ID_SIZE], htlhash[EP_FILE_ID_SIZE];
         _cleanup_free_ char *path = NULL;
         uint32_t key, idx, old;
         uint64_t size;
@@ -188,12 +188,13 @@ static int intake_file(Collector *c, const void *payload, size_t len) {
         ep_reader_init(&rd, payload, len);
         key = ep_get_u32(&rd);
         ep_get_bytes(&rd, file_id, sizeof(file_id));
+        ep_get_bytes(&rd, htlhash, sizeof(htlhash));
         size = ep_get_u64(&rd);
         path = ep_get_str(&rd, PATH_MAX);
         if (!ep_reader_done(&rd))
                 return DECODE_ERROR(c, "Dropping malformed file announcement (%zu bytes).", len);
 
-        r = file_table_intern(&c->files, file_id, path, size, &idx);
+        r = file_table_intern(&c->files, file_id, htlhash, path, size, &idx);
         if (r < 0)
                 return r;
         if (r > 0) {

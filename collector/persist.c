@@ -74,7 +74,7 @@ static int put_refs(Collector *c, const IntervalRefs *refs, Undo *undo) {
 
                 if (f->store_id != 0)
                         continue;
-                r = store_put_file(s, f->file_id, f->path, f->gnu_build_id, f->gnu_build_id_len,
+                r = store_put_file(s, f->file_id, f->htlhash, f->path, f->gnu_build_id, f->gnu_build_id_len,
                                    f->go_build_id, &f->store_id);
                 if (r < 0)
                         return r;

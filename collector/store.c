@@ -91,11 +91,18 @@ static const char migrate_2_to_3_sql[] =
         "DROP TABLE frames;\n"
         "ALTER TABLE frames_v3 RENAME TO frames;\n";
 
+/* Version 4: a file's ID is its htlhash only for a system file (common/file-id.h); the htlhash,
+ * what an OTLP export names the file by, has a column of its own. Older rows have NULL there:
+ * their ID was the htlhash. */
+static const char migrate_3_to_4_sql[] =
+        "ALTER TABLE files ADD COLUMN htlhash BLOB;\n";
+
 /* migrations[v] takes a store from version v to v + 1. */
 static const char *const migrations[] = {
         migrate_0_to_1_sql,
         migrate_1_to_2_sql,
         migrate_2_to_3_sql,
+        migrate_3_to_4_sql,
 };
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -128,8 +135,8 @@ static const char *const statement_sql[_ST_MAX] = {
         [ST_BEGIN] = "BEGIN IMMEDIATE",
         [ST_COMMIT] = "COMMIT",
         [ST_ROLLBACK] = "ROLLBACK",
-        [ST_FILE_INSERT] = "INSERT OR IGNORE INTO files(file_id, path, gnu_build_id, go_build_id) "
-                           "VALUES(?1, ?2, ?3, ?4)",
+        [ST_FILE_INSERT] = "INSERT OR IGNORE INTO files(file_id, path, gnu_build_id, go_build_id, htlhash) "
+                           "VALUES(?1, ?2, ?3, ?4, ?5)",
         [ST_FILE_LOOKUP] = "SELECT id FROM files WHERE file_id = ?1",
         [ST_FILE_UPDATE] = "UPDATE files SET gnu_build_id = coalesce(?2, gnu_build_id), "
                            "go_build_id = coalesce(?3, go_build_id) WHERE id = ?1",
@@ -520,8 +527,8 @@ void store_rollback(Store *s) {
                 (void) step_done(s, s->st[ST_ROLLBACK], "rolling back");
 }
 
-int store_put_file(Store *s, const uint8_t file_id[EP_FILE_ID_SIZE], const char *path,
-                   const void *gnu_build_id, size_t gnu_build_id_len, const char *go_build_id,
+int store_put_file(Store *s, const uint8_t file_id[EP_FILE_ID_SIZE], const uint8_t htlhash[EP_FILE_ID_SIZE],
+                   const char *path, const void *gnu_build_id, size_t gnu_build_id_len, const char *go_build_id,
                    int64_t *ret_id) {
         sqlite3_stmt *st = s->st[ST_FILE_INSERT];
         int64_t id;
@@ -531,6 +538,7 @@ int store_put_file(Store *s, const uint8_t file_id[EP_FILE_ID_SIZE], const char 
         BIND(bind_text_or_null(st, 2, path));
         BIND(bind_blob_or_null(st, 3, gnu_build_id, gnu_build_id_len));
         BIND(bind_text_or_null(st, 4, go_build_id && *go_build_id ? go_build_id : NULL));
+        BIND(sqlite3_bind_blob(st, 5, htlhash, EP_FILE_ID_SIZE, SQLITE_STATIC));
         r = step_done(s, st, "inserting a file");
         if (r < 0)
                 return r;

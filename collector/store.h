@@ -17,7 +17,7 @@
 #include "symbol.h"
 #include "wire.h"
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 #define STORE_STACK_HASH_SIZE 16
 
 typedef struct Store Store;
@@ -51,8 +51,8 @@ int store_begin(Store *s);
 int store_commit(Store *s);
 void store_rollback(Store *s);
 
-int store_put_file(Store *s, const uint8_t file_id[EP_FILE_ID_SIZE], const char *path,
-                   const void *gnu_build_id, size_t gnu_build_id_len, const char *go_build_id,
+int store_put_file(Store *s, const uint8_t file_id[EP_FILE_ID_SIZE], const uint8_t htlhash[EP_FILE_ID_SIZE],
+                   const char *path, const void *gnu_build_id, size_t gnu_build_id_len, const char *go_build_id,
                    int64_t *ret_id);
 /* Sets the build IDs given; a missing one (NULL/empty) keeps what the row has. */
 int store_update_file_build_ids(Store *s, int64_t id, const void *gnu_build_id,

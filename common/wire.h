@@ -95,7 +95,8 @@ typedef struct EpTraceMsg {
 
 /* EP_MSG_FILE, announced once per file_key before the first trace that uses it (and again
  * after a ring reset). Fields, in order:
- *   u32 file_key, bytes[16] file_id, u64 file_size, str path
+ *   u32 file_key, bytes[16] file_id, bytes[16] htlhash, u64 file_size, str path
+ * (file-id.h: the ID names the file everywhere, the htlhash is what OTLP backends know)
  * The loader does not parse ELF (it is privileged; the symbolizer parses untrusted files):
  * build IDs come from the symbolizer's EP_MSG_SYM_FILE_RESPONSE. */
 
@@ -144,7 +145,7 @@ enum {
 enum {
         EP_MSG_EXP_BEGIN = 32,   /* u64 interval_id, u64 start_ns, u64 end_ns, u64 period_ns */
         EP_MSG_EXP_PROCESS = 33, /* u32 pid, str comm, str exe_path, str container_id */
-        EP_MSG_EXP_FRAME = 34,   /* u32 frame_ref, u8 kind, bytes[16] file_id, blob build_id
+        EP_MSG_EXP_FRAME = 34,   /* u32 frame_ref, u8 kind, bytes[16] file_id, bytes[16] htlhash, blob build_id
                                   * (GNU), str go_build_id, str mapping_path, u64 addr,
                                   * u64 elf_addr (native: ELF virtual address, 0 = unknown),
                                   * u16 n_lines, n_lines × { str function, str file, u32 line } */

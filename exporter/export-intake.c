@@ -144,6 +144,7 @@ static int on_process(ExpIntake *in, EpReader *r) {
 
 static int on_frame(ExpIntake *in, EpReader *r) {
         uint32_t ref = ep_get_u32(r), *idx;
+        uint8_t htlhash[EP_FILE_ID_SIZE];
         FrameKey key = {};
         ExpFrame *f;
         const void *build_id;
@@ -156,6 +157,7 @@ static int on_frame(ExpIntake *in, EpReader *r) {
 
         key.kind = ep_get_u8(r);
         ep_get_bytes(r, key.file_id, sizeof key.file_id);
+        ep_get_bytes(r, htlhash, sizeof htlhash);
         build_id = ep_get_blob(r, EP_BUILD_ID_MAX, &build_id_len);
         go_build_id = get_str(r, EP_GO_BUILD_ID_MAX, &oom);
         path = get_str(r, EXP_MAX_PATH, &oom);
@@ -175,6 +177,7 @@ static int on_frame(ExpIntake *in, EpReader *r) {
         /* From here on the frame belongs to the interval, whatever happens. */
         f->kind = key.kind;
         memcpy(f->file_id, key.file_id, sizeof f->file_id);
+        memcpy(f->htlhash, htlhash, sizeof f->htlhash);
         f->build_id_len = (uint8_t) build_id_len;
         if (build_id_len)
                 memcpy(f->build_id, build_id, build_id_len);

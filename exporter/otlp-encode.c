@@ -174,7 +174,7 @@ static int mapping_for(Encoder *e, const ExpFrame *f, int32_t *ret) {
         r = str_index(e, f->mapping_path, &m->filename_strindex);
         if (r < 0)
                 return r;
-        ep_file_id_to_hex(f->file_id, hex);
+        ep_file_id_to_hex(f->htlhash, hex);
         r = attr_string(e, ATTR_BUILD_ID_HTLHASH, hex, &attrs[n_attrs++]);
         if (r < 0)
                 return r;

@@ -21,6 +21,7 @@ typedef struct ExpLine {
 typedef struct ExpFrame {
         uint8_t kind;                      /* EP_FRAME_* */
         uint8_t file_id[EP_FILE_ID_SIZE];  /* all zero when there is no file (kernel, ...) */
+        uint8_t htlhash[EP_FILE_ID_SIZE];  /* the file's, for backends (common/file-id.h) */
         uint8_t build_id_len;
         uint8_t build_id[EP_BUILD_ID_MAX]; /* GNU build ID bytes, when known */
         char *go_build_id;                 /* Go build ID, may be NULL */

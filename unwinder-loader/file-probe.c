@@ -75,7 +75,7 @@ static int probe_work(const char *path, EpFileProbeFlags flags, EpFileProbeResul
         if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
                 return -errno;
         if (flags & EP_FILE_PROBE_IDENTIFY) {
-                r = ep_file_id_from_fd(fd, ret->id, &ret->size);
+                r = ep_file_identify(fd, &ret->ident);
                 if (r < 0)
                         return r;
         }
@@ -266,7 +266,7 @@ static void probe_wait(Probe *j) {
 }
 
 static int probe(EpFileProber *p, const char *path, dev_t dev, EpFileProbeFlags flags, int *ret_fd,
-                 uint8_t ret_id[EP_FILE_ID_SIZE], uint64_t *ret_size) {
+                 EpFileIdentity *ret_ident) {
         Probe *j;
         int r;
 
@@ -296,11 +296,8 @@ static int probe(EpFileProber *p, const char *path, dev_t dev, EpFileProbeFlags 
         }
         r = j->error;
         if (r >= 0) {
-                if (ret_id) {
-                        memcpy(ret_id, j->result.id, EP_FILE_ID_SIZE);
-                        if (ret_size)
-                                *ret_size = j->result.size;
-                }
+                if (ret_ident)
+                        *ret_ident = j->result.ident;
                 if (ret_fd)
                         *ret_fd = TAKE_FD(j->result.fd);
         }
@@ -322,13 +319,11 @@ unsigned ep_file_prober_stuck(EpFileProber *p) {
         return n;
 }
 
-int ep_file_probe(EpFileProber *p, const char *path, dev_t dev, int *ret_fd, uint8_t ret_id[EP_FILE_ID_SIZE],
-                  uint64_t *ret_size) {
-        return probe(p, path, dev, ret_id ? EP_FILE_PROBE_IDENTIFY : 0, ret_fd, ret_id, ret_size);
+int ep_file_probe(EpFileProber *p, const char *path, dev_t dev, int *ret_fd, EpFileIdentity *ret_ident) {
+        return probe(p, path, dev, ret_ident ? EP_FILE_PROBE_IDENTIFY : 0, ret_fd, ret_ident);
 }
 
-int ep_file_probe_pin(EpFileProber *p, const char *path, dev_t dev, int *ret_pin, uint8_t ret_id[EP_FILE_ID_SIZE],
-                      uint64_t *ret_size) {
-        assert(ret_pin && ret_id);
-        return probe(p, path, dev, EP_FILE_PROBE_IDENTIFY | EP_FILE_PROBE_PIN, ret_pin, ret_id, ret_size);
+int ep_file_probe_pin(EpFileProber *p, const char *path, dev_t dev, int *ret_pin, EpFileIdentity *ret_ident) {
+        assert(ret_pin && ret_ident);
+        return probe(p, path, dev, EP_FILE_PROBE_IDENTIFY | EP_FILE_PROBE_PIN, ret_pin, ret_ident);
 }

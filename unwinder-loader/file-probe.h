@@ -34,12 +34,11 @@ typedef enum EpFileProbeFlags {
 } EpFileProbeFlags;
 
 /* A probe's answer: path opened (a descriptor, or a negative errno), and with
- * EP_FILE_PROBE_IDENTIFY, the file's ID and size. Replaceable for tests
+ * EP_FILE_PROBE_IDENTIFY, the file's identity. Replaceable for tests
  * (ep_file_prober_set_work()). */
 typedef struct EpFileProbeResult {
         int fd;
-        uint8_t id[EP_FILE_ID_SIZE];
-        uint64_t size;
+        EpFileIdentity ident;
 } EpFileProbeResult;
 typedef int (*ep_file_probe_work_t)(const char *path, EpFileProbeFlags flags, EpFileProbeResult *ret);
 
@@ -50,14 +49,12 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(EpFileProber *, ep_file_prober_free);
 void ep_file_prober_set_work(EpFileProber *p, ep_file_probe_work_t work);
 
 /* The regular file at path (on device dev), opened read-only: its descriptor in *ret_fd when
- * ret_fd is given, its ID and size when ret_id is given. -EBADFD: not a regular file;
+ * ret_fd is given, its identity when ret_ident is given. -EBADFD: not a regular file;
  * -ETIMEDOUT: it did not answer in time (or its device has a probe stuck); else the errno. */
-int ep_file_probe(EpFileProber *p, const char *path, dev_t dev, int *ret_fd, uint8_t ret_id[EP_FILE_ID_SIZE],
-                  uint64_t *ret_size);
+int ep_file_probe(EpFileProber *p, const char *path, dev_t dev, int *ret_fd, EpFileIdentity *ret_ident);
 /* The same, identifying the file and holding it: *ret_pin is an O_PATH descriptor of the inode
  * identified (EP_FILE_PROBE_PIN). */
-int ep_file_probe_pin(EpFileProber *p, const char *path, dev_t dev, int *ret_pin, uint8_t ret_id[EP_FILE_ID_SIZE],
-                      uint64_t *ret_size);
+int ep_file_probe_pin(EpFileProber *p, const char *path, dev_t dev, int *ret_pin, EpFileIdentity *ret_ident);
 
 /* Probes that did not answer in time, and those of them still running. */
 uint64_t ep_file_prober_timeouts(const EpFileProber *p);

@@ -58,8 +58,8 @@ struct EpProcTable {
         uint64_t vdso_size;
 };
 
-static int identify_by_proc(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
-                            uint64_t *ret_size, int *ret_pin);
+static int identify_by_proc(pid_t pid, const EpMapsLine *m, void *userdata, EpFileIdentity *ret_ident,
+                            int *ret_pin);
 
 /* Hash map values are stored unaligned: copy them in and out. */
 static void *load_ptr(const void *v) {
@@ -432,18 +432,25 @@ static int probe_mapping(const EpProcTable *t, pid_t pid, uint64_t start, uint64
         char path[PATH_MAX];
         int r = map_files_path(t, pid, start, end, path);
 
-        return r < 0 ? r : ep_file_probe(t->prober, path, dev, ret_fd, ret_id, NULL);
+        EpFileIdentity ident;
+
+        if (r < 0)
+                return r;
+        r = ep_file_probe(t->prober, path, dev, ret_fd, &ident);
+        if (r < 0)
+                return r;
+        memcpy(ret_id, ident.id, EP_FILE_ID_SIZE);
+        return 0;
 }
 
-static int identify_by_proc(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
-                            uint64_t *ret_size, int *ret_pin) {
+static int identify_by_proc(pid_t pid, const EpMapsLine *m, void *userdata, EpFileIdentity *ret_ident,
+                            int *ret_pin) {
         EpProcTable *t = userdata;
         char path[PATH_MAX];
         int r = map_files_path(t, pid, m->start, m->end, path);
 
         return r < 0 ? r
-                     : ep_file_probe_pin(t->prober, path, makedev(m->dev_major, m->dev_minor), ret_pin, ret_id,
-                                         ret_size);
+                     : ep_file_probe_pin(t->prober, path, makedev(m->dev_major, m->dev_minor), ret_pin, ret_ident);
 }
 
 /* A key no file has had (0 is none): after 2^32 files, one not in use. */
@@ -454,8 +461,7 @@ static uint32_t next_key(EpProcTable *t) {
         return t->last_key;
 }
 
-static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t size, dev_t dev, const char *path,
-                    uint32_t *ret_key) {
+static int file_add(EpProcTable *t, const EpFileIdentity *ident, dev_t dev, const char *path, uint32_t *ret_key) {
         _cleanup_(file_freep) EpFile *f = NULL;
         void *id_slot, *slot;
         uint32_t key;
@@ -464,15 +470,16 @@ static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t 
         f = calloc(1, sizeof *f);
         if (!f)
                 return -ENOMEM;
-        *f = (EpFile) { .size = size, .dev = dev, .used_ns = ep_now_ns(CLOCK_MONOTONIC), .path = strdup(path) };
-        memcpy(f->id, id, EP_FILE_ID_SIZE);
+        *f = (EpFile) { .size = ident->size, .dev = dev, .used_ns = ep_now_ns(CLOCK_MONOTONIC), .path = strdup(path) };
+        memcpy(f->id, ident->id, EP_FILE_ID_SIZE);
+        memcpy(f->htlhash, ident->htlhash, EP_FILE_ID_SIZE);
         if (!f->path)
                 return -ENOMEM;
         key = next_key(t);
         r = ep_hashmap_put(t->files, &key, &slot);
         if (r < 0)
                 return r;
-        r = ep_hashmap_put(t->ids, id, &id_slot);
+        r = ep_hashmap_put(t->ids, ident->id, &id_slot);
         if (r < 0) {
                 (void) ep_hashmap_remove(t->files, &key, NULL);
                 return r;
@@ -492,11 +499,10 @@ static int file_add(EpProcTable *t, const uint8_t id[EP_FILE_ID_SIZE], uint64_t 
 static int file_key_for(EpProcTable *t, const EpProcess *p, const EpMapsLine *m, uint32_t *ret_key) {
         InodeKey ik = { .dev = makedev(m->dev_major, m->dev_minor), .ino = m->inode };
         _cleanup_close_ int pin = -EBADF;
-        uint8_t id[EP_FILE_ID_SIZE];
+        EpFileIdentity ident;
         bool charged;
         uint32_t key;
         void *slot;
-        uint64_t size;
         int r;
 
         slot = ep_hashmap_get(t->inodes, &ik);
@@ -514,14 +520,14 @@ static int file_key_for(EpProcTable *t, const EpProcess *p, const EpMapsLine *m,
                                     "(see FileIdentityRefusals).", (unsigned) p->uid, t->max_user_pins);
                 return -EDQUOT;
         }
-        r = t->identify(p->pid, m, t->identify_userdata, id, &size, &pin);
+        r = t->identify(p->pid, m, t->identify_userdata, &ident, &pin);
         if (r < 0) {
                 log_debug_errno(r, "Cannot identify %s mapped by %d: %m", m->path, (int) p->pid);
                 return r;
         }
-        key = ep_proc_table_find_file_id(t, id);
+        key = ep_proc_table_find_file_id(t, ident.id);
         if (key == 0) {
-                r = file_add(t, id, size, ik.dev, m->path, &key);
+                r = file_add(t, &ident, ik.dev, m->path, &key);
                 if (r < 0)
                         return r;
         }
@@ -546,19 +552,18 @@ static uint32_t vdso_key_for(const EpProcTable *t, const EpMapsLine *m) {
 }
 
 int ep_proc_table_set_vdso(EpProcTable *t, int fd) {
-        uint8_t id[EP_FILE_ID_SIZE];
-        uint64_t size;
+        EpFileIdentity ident;
         uint32_t key;
         int r;
 
         if (t->vdso_key != 0)
                 return -EEXIST;
-        r = ep_file_id_from_fd(fd, id, &size);
+        r = ep_file_identify(fd, &ident);
         if (r < 0)
                 return r;
-        key = ep_proc_table_find_file_id(t, id);
+        key = ep_proc_table_find_file_id(t, ident.id);
         if (key == 0) {
-                r = file_add(t, id, size, 0, "[vdso]", &key);
+                r = file_add(t, &ident, 0, "[vdso]", &key);
                 if (r < 0)
                         return r;
         }
@@ -566,7 +571,7 @@ int ep_proc_table_set_vdso(EpProcTable *t, int fd) {
         if (t->vdso_fd < 0)
                 return -errno;
         t->vdso_key = key;
-        t->vdso_size = size;
+        t->vdso_size = ident.size;
         return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "file-id.h"
 #include "macro.h"
 #include "proc-parse.h"
 #include "wire.h"
@@ -24,7 +25,8 @@ typedef struct EpMapping {
 
 typedef struct EpFile {
         uint32_t key;
-        uint8_t id[EP_FILE_ID_SIZE];
+        uint8_t id[EP_FILE_ID_SIZE];      /* file-id.h */
+        uint8_t htlhash[EP_FILE_ID_SIZE]; /* the same for a system file */
         uint64_t size;
         dev_t dev;                  /* of the inode it was first seen as (file-probe.h) */
         char *path;                 /* as /proc/PID/maps showed it when first seen */
@@ -73,12 +75,12 @@ typedef struct EpProcess {
         bool exit_announce_pending;
 } EpProcess;
 
-/* How a new file is identified: fills ret_id/ret_size, and *ret_pin with a descriptor that
+/* How a new file is identified: fills ret_ident, and *ret_pin with a descriptor that
  * holds the inode identified (O_PATH; the table closes it), so that its number stays that
  * file's while the table remembers what it was. The default opens the mapping through
  * /proc/PID/map_files and hashes it; tests replace it. */
-typedef int (*ep_file_identify_t)(pid_t pid, const EpMapsLine *m, void *userdata,
-                                  uint8_t ret_id[EP_FILE_ID_SIZE], uint64_t *ret_size, int *ret_pin);
+typedef int (*ep_file_identify_t)(pid_t pid, const EpMapsLine *m, void *userdata, EpFileIdentity *ret_ident,
+                                  int *ret_pin);
 
 typedef struct EpProcTable EpProcTable;
 

@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -212,6 +213,10 @@ static int vdso_copy(void) {
                 if (write(fd, (const void *) (uintptr_t) m.start, size) != (ssize_t) size)
                         return -EIO;
                 if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+                        return -errno;
+                /* A memfd is created writable by all (mode 0777): only root's, it is a
+                 * system file (file-id.h), named by its htlhash across restarts. */
+                if (fchmod(fd, 0444) < 0)
                         return -errno;
                 return TAKE_FD(fd);
         }

@@ -88,6 +88,7 @@ static int announce_file(Loader *l, uint32_t key) {
         ep_writer_init(&w, buf, sizeof buf);
         ep_put_u32(&w, f->key);
         ep_put_bytes(&w, f->id, EP_FILE_ID_SIZE);
+        ep_put_bytes(&w, f->htlhash, EP_FILE_ID_SIZE);
         ep_put_u64(&w, f->size);
         ep_put_str(&w, f->path);
         if (w.overflow)

@@ -13,15 +13,18 @@ import mmap
 import os
 import pwd
 import re
+import shutil
 import signal
 import struct
 import subprocess
+import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import MAPPED_CHILD, Profiler, need_root, read_lines, start_mapped_child, uncached_copy
+from conftest import (MAPPED_CHILD, Profiler, need_root, read_lines, samples_with_frames, start_mapped_child,
+                      stop_threads, uncached_copy)
 from waiting import wait_until
 
 SYMBOLIZER_USER = "ebpf-profiler-symbolizer"  # run's default for the symbolizer
@@ -380,3 +383,99 @@ def test_a_new_file_given_a_forgotten_files_inode_number_is_itself(profiler, tmp
             if p:
                 p.kill()
                 p.wait()
+
+
+# A library with a function only its .symtab names (static: not in .dynsym, so the dynamic
+# linker never reads its name), and 8 KiB of other names after it: its name in .strtab lies
+# outside the first and the last 4 KiB, the bytes a file's htlhash reads.
+VICTIM_LIB = r"""
+__attribute__((noinline)) static unsigned long spin_here(unsigned long n) {
+    volatile unsigned long x = 0;
+    for (unsigned long i = 0; i < n; i++)
+        x += i;
+    return x;
+}
+unsigned long victim_entry(unsigned long n) { return spin_here(n) + 1; }
+""" + "".join(f"int a_global_whose_long_name_makes_the_string_table_longer_{i:03d} = {i};\n" for i in range(128))
+
+CALL_IN_A_LOOP = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.victim_entry.restype = ctypes.c_ulong
+lib.victim_entry.argtypes = [ctypes.c_ulong]
+print("loaded", flush=True)
+while True:
+    lib.victim_entry(1 << 20)
+"""
+
+
+def build_victim_lib(workdir):
+    src, lib = workdir / "victim.c", workdir / "libvictim.so"
+    src.write_text(VICTIM_LIB)
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", lib, src], check=True)
+    lib.chmod(0o755)
+    return lib
+
+
+def forge(lib, dst, owner):
+    """A copy of lib whose .symtab names spin_here pwned_her: the same first and last 4 KiB and
+    size, hence the same htlhash, owned by owner."""
+    data = bytearray(lib.read_bytes())
+    at = data.find(b"\0spin_here\0") + 1
+    assert 4096 <= at and at + 9 <= len(data) - 4096, f"the name at {at} of {len(data)} bytes is hashed"
+    data[at:at + 9] = b"pwned_her"
+    dst.write_bytes(bytes(data))
+    dst.chmod(0o755)
+    pw = pwd.getpwnam(owner)
+    os.chown(dst, pw.pw_uid, pw.pw_gid)
+    assert file_id(dst) == file_id(lib)
+    return dst
+
+
+def spin_functions(profiler, pid, path):
+    """The names of pid's stored frames in path, once every sample so far is named."""
+    profiler.wait_samples(pid, 20)
+    stop_threads(pid)
+    profiler.settle([pid])
+    with profiler.db() as con:
+        return {f["function"] for _, _, frames, _ in samples_with_frames(con, pid) for f in frames
+                if f["path"] == str(path)}
+
+
+def test_a_file_forging_a_system_librarys_identity_names_only_itself(profiler):
+    """A user copies a library root installed, changes the name of a function in its middle and
+    keeps its first and last 4 KiB and its size: the htlhash of both is one. Run first (its
+    frames are named and cached first), its names must not become the library's: the file of
+    a user has an ID of its own, so the library's frames, its symbols and its unwind table are
+    the library's."""
+    workdir = Path(tempfile.mkdtemp(prefix="ep-forged-"))
+    workdir.chmod(0o755)
+    procs = []
+    try:
+        lib = build_victim_lib(workdir)
+        forged = forge(lib, workdir / "libforged.so", "nobody")
+        pw = pwd.getpwnam("nobody")
+        attacker = subprocess.Popen(["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
+                                     "/usr/bin/python3", "-c", CALL_IN_A_LOOP, str(forged)], stdout=subprocess.PIPE)
+        procs.append(attacker)
+        assert read_lines(attacker, 1) == ["loaded"]
+        assert spin_functions(profiler, attacker.pid, forged) >= {"pwned_her", "victim_entry"}
+
+        victim = subprocess.Popen(["/usr/bin/python3", "-c", CALL_IN_A_LOOP, str(lib)], stdout=subprocess.PIPE)
+        procs.append(victim)
+        assert read_lines(victim, 1) == ["loaded"]
+        names = spin_functions(profiler, victim.pid, lib)
+        assert "spin_here" in names and "pwned_her" not in names, names
+
+        # Two files in the store, one htlhash: the export names both by it.
+        with profiler.db() as con:
+            rows = con.execute("SELECT path, file_id, htlhash FROM files WHERE path IN (?, ?)",
+                               (str(lib), str(forged))).fetchall()
+        assert len(rows) == 2 and rows[0][1] != rows[1][1], rows
+        assert {bytes(r[2]) for r in rows} == {file_id(lib)}, rows
+        assert {bytes(r[1]) for r in rows if r[0] == str(lib)} == {file_id(lib)}, rows
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        shutil.rmtree(workdir, ignore_errors=True)

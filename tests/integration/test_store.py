@@ -257,7 +257,7 @@ def test_status_store_section_matches_the_file(profiler):
     assert after["StoreFirstNs"] == first and after["StoreLastNs"] == last
     on_disk = file_size(profiler.store) + file_size(str(profiler.store) + "-wal")
     assert abs(after["StoreBytes"] - on_disk) <= 1 << 20
-    assert profiler.prop("Collector", "StoreSchemaVersion") == 3
+    assert profiler.prop("Collector", "StoreSchemaVersion") == 4
     assert profiler.prop("Collector", "RetentionAge") == 3 * 86400
     assert profiler.prop("Collector", "RetentionSize") == 1 << 30
 
@@ -273,7 +273,7 @@ def test_status_store_section_matches_the_file(profiler):
     store = doc["store"]
     assert store["path"] == str(profiler.store)
     assert store["intervals"] > 0 and store["samples"] > 0
-    assert store["schema_version"] == 3
+    assert store["schema_version"] == 4
     assert store["retention"]["age_seconds"] == 3 * 86400
     assert store["first_ns"] <= store["last_ns"]
 

@@ -37,6 +37,7 @@ static void push_trace(Collector *c, uint32_t pid, uint32_t tid, uint64_t leaf, 
 typedef struct FrameSeen {
         uint8_t kind;
         uint8_t file_id[EP_FILE_ID_SIZE];
+        uint8_t htlhash[EP_FILE_ID_SIZE];
         uint8_t gnu[EP_BUILD_ID_MAX];
         size_t gnu_len;
         char go[EP_GO_BUILD_ID_MAX + 1];
@@ -95,6 +96,7 @@ static int read_group(EpRing *r, GroupStats *g) {
                         g->frames++;
                         keep->kind = ep_get_u8(&rd);
                         ep_get_bytes(&rd, keep->file_id, sizeof(keep->file_id));
+                        ep_get_bytes(&rd, keep->htlhash, sizeof(keep->htlhash));
                         gnu = ep_get_blob(&rd, EP_BUILD_ID_MAX, &keep->gnu_len);
                         if (keep->gnu_len > 0)
                                 memcpy(keep->gnu, gnu, keep->gnu_len);
@@ -165,13 +167,15 @@ int main(void) {
 
         /* a file and a process */
         {
-                uint8_t id[EP_FILE_ID_SIZE];
+                uint8_t id[EP_FILE_ID_SIZE], htlhash[EP_FILE_ID_SIZE];
                 EpWriter w;
 
                 memset(id, 0x42, sizeof(id));
+                memset(htlhash, 0x43, sizeof(htlhash)); /* a file a user owns: its ID is not its htlhash */
                 ep_writer_init_dynamic(&w);
                 ep_put_u32(&w, 1);
                 ep_put_bytes(&w, id, sizeof(id));
+                ep_put_bytes(&w, htlhash, sizeof(htlhash));
                 ep_put_u64(&w, 1);
                 ep_put_str(&w, "/usr/bin/app");
                 ASSERT_OK(collector_intake(&c, EP_MSG_FILE, w.data, w.size));
@@ -208,7 +212,8 @@ int main(void) {
                 const FrameSeen *f = &g.seen[i];
                 ASSERT_TRUE(f->elf_addr == 0 && f->gnu_len == 0 && f->go[0] == 0);
                 if (f->kind == EP_FRAME_NATIVE)
-                        ASSERT_TRUE(f->file_id[0] == 0x42 && f->file_id[15] == 0x42);
+                        ASSERT_TRUE(f->file_id[0] == 0x42 && f->file_id[15] == 0x42 && f->htlhash[0] == 0x43 &&
+                                    f->htlhash[15] == 0x43);
         }
 
         /* 1b: the symbolizer's answers: build IDs of the file, an ELF address per frame (also

@@ -49,6 +49,7 @@ static void announce_file(Collector *c, uint32_t key, uint8_t id_byte, const cha
         ep_writer_init_dynamic(&w);
         ep_put_u32(&w, key);
         ep_put_bytes(&w, id, sizeof(id));
+        ep_put_bytes(&w, id, sizeof(id)); /* its htlhash: a system file */
         ep_put_u64(&w, 12345);
         ep_put_str(&w, path);
         ASSERT_TRUE(!w.overflow);

@@ -111,7 +111,7 @@ static void test_migrate_v1(void) {
 
         log = capture_stderr(open_and_free, path, &r);
         ASSERT_OK(r);
-        ASSERT_TRUE(strstr(log, "Migrated profile store") && strstr(log, "from schema 1 to 3"));
+        ASSERT_TRUE(strstr(log, "Migrated profile store") && strstr(log, "from schema 1 to 4"));
 
         ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
         ASSERT_TRUE(q_int(db, "PRAGMA user_version") == STORE_SCHEMA_VERSION);
@@ -254,8 +254,8 @@ static void test_age(void) {
         snprintf(path, sizeof(path), "%s/age.db", dir);
         ASSERT_OK(store_open(path, &s));
         ASSERT_OK(store_begin(s));
-        ASSERT_OK(store_put_file(s, fid1, "/one", NULL, 0, NULL, &file1));
-        ASSERT_OK(store_put_file(s, fid2, "/two", NULL, 0, NULL, &file2));
+        ASSERT_OK(store_put_file(s, fid1, fid1, "/one", NULL, 0, NULL, &file1));
+        ASSERT_OK(store_put_file(s, fid2, fid2, "/two", NULL, 0, NULL, &file2));
         ASSERT_OK(store_put_process(s, 1, 1, "old", "/one", "", &p1));
         ASSERT_OK(store_put_process(s, 2, 2, "new", "/two", "", &p2));
         ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file1, 0x10, &sym, &fa));
@@ -332,6 +332,7 @@ static void announce_file(Collector *c, uint32_t key, const char *path) {
         ep_writer_init_dynamic(&w);
         ep_put_u32(&w, key);
         ep_put_bytes(&w, id, sizeof(id));
+        ep_put_bytes(&w, id, sizeof(id)); /* its htlhash: a system file */
         ep_put_u64(&w, 12345);
         ep_put_str(&w, path);
         ASSERT_TRUE(!w.overflow);

@@ -42,6 +42,8 @@ static size_t stack_frames(sqlite3 *db, int64_t id, int64_t *out, size_t max) {
 
 static void test_two_intervals(const char *path) {
         static const uint8_t fid[EP_FILE_ID_SIZE] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+#define HTLHASH_HEX "A1000000000000000000000000000000"
+        static const uint8_t htlhash[EP_FILE_ID_SIZE] = { 0xa1 };
         static const uint8_t build_id[20] = { 0xde, 0xad, 0xbe, 0xef };
         SymLine lines_main[2] = {
                 { .function = (char *) "inlined_helper", .file = (char *) "/src/a.c", .line = 42 },
@@ -60,7 +62,7 @@ static void test_two_intervals(const char *path) {
 
         /* interval 1 */
         ASSERT_OK(store_begin(s));
-        ASSERT_OK(store_put_file(s, fid, "/usr/bin/app", build_id, sizeof(build_id), NULL, &file));
+        ASSERT_OK(store_put_file(s, fid, htlhash, "/usr/bin/app", build_id, sizeof(build_id), NULL, &file));
         ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x1234,
                                   &(StoreSymbol) { .status = EP_SYM_OK, .elf_addr_known = true,
                                                    .elf_addr = 0x401234, .lines = lines_main, .n_lines = 2 },
@@ -85,11 +87,13 @@ static void test_two_intervals(const char *path) {
         ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
         ASSERT_TRUE(q_int(db, "SELECT status IS NULL AND elf_addr IS NULL FROM frames WHERE addr = 8192") == 1);
         ASSERT_TRUE(q_int(db, "SELECT count(*) FROM frame_lines") == 3);
+        /* the htlhash, what an export names the file by, beside its ID (a file a user owns) */
+        ASSERT_TRUE(q_int(db, "SELECT hex(htlhash) = '" HTLHASH_HEX "' AND file_id != htlhash FROM files") == 1);
         sqlite3_close(db);
 
         /* interval 2: same file, frames and one stack again; a late symbol for f_late */
         ASSERT_OK(store_begin(s));
-        ASSERT_OK(store_put_file(s, fid, "/other/path/app", NULL, 0, NULL, &file2));
+        ASSERT_OK(store_put_file(s, fid, fid, "/other/path/app", NULL, 0, NULL, &file2));
         ASSERT_TRUE(file2 == file);
         ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x1234, NULL, &f_main2));
         ASSERT_OK(store_put_frame(s, EP_FRAME_KERNEL, 0, 0, kaddr, NULL, &f_k2));
@@ -207,7 +211,7 @@ static void test_two_intervals(const char *path) {
         /* reopen: same rows found again */
         ASSERT_OK(store_open(path, &s));
         ASSERT_OK(store_begin(s));
-        ASSERT_OK(store_put_file(s, fid, "/usr/bin/app", NULL, 0, "go-build-id", &file2));
+        ASSERT_OK(store_put_file(s, fid, fid, "/usr/bin/app", NULL, 0, "go-build-id", &file2));
         ASSERT_TRUE(file2 == file);
         ASSERT_OK(store_put_stack(s, (int64_t[]) { f_k, f_main }, 2, &s1b));
         ASSERT_TRUE(s1b == s1);
@@ -340,7 +344,7 @@ static void test_renamed(const char *path) {
 
         ASSERT_OK(store_open(path, &s));
         ASSERT_OK(store_begin(s));
-        ASSERT_OK(store_put_file(s, fid, "/usr/lib/libc.so.6", NULL, 0, NULL, &file));
+        ASSERT_OK(store_put_file(s, fid, fid, "/usr/lib/libc.so.6", NULL, 0, NULL, &file));
         ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x100, &named_dynsym, &named));
         ASSERT_OK(store_put_frame(s, EP_FRAME_NATIVE, 0, file, 0x200,
                                   &(StoreSymbol) { .status = EP_SYM_NOT_FOUND }, &unnamed));

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include "daemon.h"
 #include "file-id.h"
@@ -114,17 +115,62 @@ static void test_file_id(void) {
          * it is sha256("0123456789" "0123456789" 00 00 00 00 00 00 00 0a)[:16], computed
          * independently with Python's hashlib. */
         char path[] = "/tmp/ep-fileid-XXXXXX", hex[33];
-        uint8_t id[EP_FILE_ID_SIZE];
-        uint64_t size;
+        EpFileIdentity ident;
         _cleanup_close_ int fd = mkstemp(path);
 
         ASSERT_TRUE(fd >= 0);
         unlink(path);
         ASSERT_EQ(write(fd, "0123456789", 10), 10);
-        ASSERT_OK(ep_file_id_from_fd(fd, id, &size));
-        ASSERT_EQ(size, 10);
-        ep_file_id_to_hex(id, hex);
+        ASSERT_OK(ep_file_identify(fd, &ident));
+        ASSERT_EQ(ident.size, 10);
+        ep_file_id_to_hex(ident.htlhash, hex);
         ASSERT_STREQ(hex, "6b08e12ebaacbe995643c9cfbf4720bc");
+}
+
+/* A file's ID is its htlhash only when no unprivileged user chose its content: a copy of a
+ * system file's first and last pages and size names itself, not the system file. */
+static void test_file_id_of_a_user_file(void) {
+        _cleanup_close_ int sys = open("/bin/sh", O_RDONLY | O_CLOEXEC), a = -EBADF, b = -EBADF;
+        char pa[] = "/tmp/ep-fileid-a-XXXXXX", pb[] = "/tmp/ep-fileid-b-XXXXXX";
+        EpFileIdentity s, ia, ib, again;
+        uint8_t id[EP_FILE_ID_SIZE];
+
+        ASSERT_TRUE(sys >= 0); /* root's, 0755 */
+        ASSERT_OK(ep_file_identify(sys, &s));
+        ASSERT_TRUE(s.system);
+        ASSERT_EQ(memcmp(s.id, s.htlhash, EP_FILE_ID_SIZE), 0);
+        ASSERT_OK(ep_file_id_from_fd(sys, id, NULL));
+        ASSERT_EQ(memcmp(id, s.id, EP_FILE_ID_SIZE), 0);
+
+        /* Two files of one content, writable by all (or a user's): two IDs, one htlhash. */
+        a = mkstemp(pa);
+        b = mkstemp(pb);
+        ASSERT_TRUE(a >= 0 && b >= 0);
+        unlink(pa);
+        unlink(pb);
+        ASSERT_EQ(write(a, "same content", 12), 12);
+        ASSERT_EQ(write(b, "same content", 12), 12);
+        ASSERT_OK(fchmod(a, 0666) < 0 ? -errno : 0);
+        ASSERT_OK(fchmod(b, 0620) < 0 ? -errno : 0);
+        ASSERT_OK(ep_file_identify(a, &ia));
+        ASSERT_OK(ep_file_identify(b, &ib));
+        ASSERT_TRUE(!ia.system && !ib.system);
+        ASSERT_EQ(memcmp(ia.htlhash, ib.htlhash, EP_FILE_ID_SIZE), 0);
+        ASSERT_TRUE(memcmp(ia.id, ia.htlhash, EP_FILE_ID_SIZE) != 0);
+        ASSERT_TRUE(memcmp(ia.id, ib.id, EP_FILE_ID_SIZE) != 0);
+        ASSERT_OK(ep_file_identify(a, &again)); /* the same file, the same ID */
+        ASSERT_EQ(memcmp(ia.id, again.id, EP_FILE_ID_SIZE), 0);
+
+        /* Root's and written by root only: a system file (when we are root to make one). */
+        if (geteuid() == 0) {
+                ASSERT_OK(fchmod(a, 0644) < 0 ? -errno : 0);
+                ASSERT_OK(ep_file_identify(a, &again));
+                ASSERT_TRUE(again.system);
+                ASSERT_EQ(memcmp(again.id, again.htlhash, EP_FILE_ID_SIZE), 0);
+                ASSERT_OK(fchown(a, 65534, 65534) < 0 ? -errno : 0);
+                ASSERT_OK(ep_file_identify(a, &again));
+                ASSERT_TRUE(!again.system);
+        }
 }
 
 static void check_sha256(const void *data, size_t n, size_t piece, const char *want) {
@@ -293,6 +339,7 @@ int main(void) {
         test_hashmap_counts();
         test_wire_buf();
         test_file_id();
+        test_file_id_of_a_user_file();
         test_sha256();
         test_parse();
         return tests_summary("common");

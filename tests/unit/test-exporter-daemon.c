@@ -272,6 +272,7 @@ static void push_group(uint64_t id, bool broken, bool empty) {
                         ep_put_u32(&w, ref);
                         ep_put_u8(&w, ref == 1 ? EP_FRAME_NATIVE : EP_FRAME_KERNEL);
                         ep_put_bytes(&w, ref == 1 ? file_id : (const uint8_t[16]) {}, 16);
+                        ep_put_bytes(&w, ref == 1 ? file_id : (const uint8_t[16]) {}, 16); /* htlhash */
                         ep_put_blob(&w, NULL, 0);
                         ep_put_str(&w, ""); /* no Go build ID */
                         ep_put_str(&w, ref == 1 ? "/opt/busy" : "");

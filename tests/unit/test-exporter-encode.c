@@ -39,8 +39,12 @@ static void add_frame(ExpInterval *iv, uint8_t kind, const uint8_t *file_id, con
         ExpFrame *f = exp_interval_add_frame(iv);
         ASSERT_TRUE(f);
         f->kind = kind;
-        if (file_id)
+        if (file_id) {
                 memcpy(f->file_id, file_id, 16);
+                memcpy(f->htlhash, file_id, 16);
+        }
+        if (file_id == FILE_B)
+                f->file_id[15] ^= 0xff; /* a file a user owns: its ID is not its htlhash */
         if (file_id == FILE_A) {
                 memcpy(f->build_id, BUILD_ID_A, sizeof BUILD_ID_A);
                 f->build_id_len = sizeof BUILD_ID_A;
@@ -515,6 +519,7 @@ static void put_frame(EpWriter *w, uint32_t ref, uint8_t kind, const uint8_t *fi
         ep_put_u32(w, ref);
         ep_put_u8(w, kind);
         ep_put_bytes(w, file_id ?: zero, 16);
+        ep_put_bytes(w, file_id ?: zero, 16); /* htlhash */
         ep_put_blob(w, file_id == FILE_A ? BUILD_ID_A : NULL, file_id == FILE_A ? sizeof BUILD_ID_A : 0);
         ep_put_str(w, file_id == FILE_A ? GO_BUILD_ID_A : "");
         ep_put_str(w, file_id ? "/usr/bin/app" : "");
@@ -605,6 +610,7 @@ static void test_intake_valid(void) {
         ASSERT_STREQ(iv->frames[iv->stacks[0].frames[1]].lines[1].function, "leaf");
         ASSERT_EQ(iv->frames[iv->stacks[0].frames[1]].lines[1].line, 43);
         ASSERT_EQ(iv->frames[iv->stacks[0].frames[1]].build_id_len, sizeof BUILD_ID_A);
+        ASSERT_EQ(memcmp(iv->frames[iv->stacks[0].frames[1]].htlhash, FILE_A, 16), 0);
         ASSERT_STREQ(iv->frames[iv->stacks[0].frames[1]].go_build_id, GO_BUILD_ID_A);
         ASSERT_EQ(iv->frames[iv->stacks[0].frames[1]].addr, 0x100);
         ASSERT_EQ(iv->frames[iv->stacks[0].frames[1]].elf_addr, 0x100 + ELF_BIAS_A);
@@ -722,7 +728,7 @@ static void test_intake_malformed(void) {
                 switch (c) {
                 case 0: /* FRAME announcing 2 lines but carrying 1 */
                         put_frame(&w, 3, EP_FRAME_NATIVE, FILE_A, 0x20, 1, "g");
-                        w.data[4 + 1 + 16 + 4 + sizeof BUILD_ID_A + 4 + strlen(GO_BUILD_ID_A) + 4 +
+                        w.data[4 + 1 + 16 + 16 + 4 + sizeof BUILD_ID_A + 4 + strlen(GO_BUILD_ID_A) + 4 +
                                strlen("/usr/bin/app") + 8 + 8] = 2;
                         type = EP_MSG_EXP_FRAME;
                         break;

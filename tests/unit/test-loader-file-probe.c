@@ -26,33 +26,32 @@ static int blocking_work(const char *path, EpFileProbeFlags flags, EpFileProbeRe
 
 static void test_regular_file_opened_and_identified(EpFileProber *p) {
         _cleanup_close_ int fd = -EBADF, own = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-        uint8_t id[EP_FILE_ID_SIZE], want[EP_FILE_ID_SIZE];
-        uint64_t size = 0, want_size;
+        EpFileIdentity ident, want;
         struct stat st;
 
         ASSERT_TRUE(own >= 0);
         ASSERT_OK(fstat(own, &st));
-        ASSERT_OK(ep_file_id_from_fd(own, want, &want_size));
-        ASSERT_EQ(ep_file_probe(p, "/proc/self/exe", st.st_dev, &fd, id, &size), 0);
+        ASSERT_OK(ep_file_identify(own, &want));
+        ASSERT_EQ(ep_file_probe(p, "/proc/self/exe", st.st_dev, &fd, &ident), 0);
         ASSERT_TRUE(fd >= 0);
-        ASSERT_EQ(memcmp(id, want, sizeof id), 0);
-        ASSERT_EQ(size, want_size);
+        ASSERT_EQ(memcmp(ident.id, want.id, EP_FILE_ID_SIZE), 0);
+        ASSERT_EQ(memcmp(ident.htlhash, want.htlhash, EP_FILE_ID_SIZE), 0);
+        ASSERT_EQ(ident.size, want.size);
         ASSERT_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0); /* blocking again for its reader */
 }
 
 /* A pin is the inode identified, held: an O_PATH descriptor of that very file. */
 static void test_pin_holds_the_file_identified(EpFileProber *p) {
         _cleanup_close_ int pin = -EBADF;
-        uint8_t id[EP_FILE_ID_SIZE], want[EP_FILE_ID_SIZE];
+        EpFileIdentity ident, want;
         struct stat st, pinned;
-        uint64_t size = 0, want_size;
         char path[64], cmd[128];
 
         snprintf(path, sizeof path, "%s/lib.so", dir);
         snprintf(cmd, sizeof cmd, "cp /proc/%d/exe '%s'", (int) getpid(), path);
         ASSERT_EQ(system(cmd), 0);
         ASSERT_OK(stat(path, &st) < 0 ? -errno : 0);
-        ASSERT_EQ(ep_file_probe_pin(p, path, st.st_dev, &pin, id, &size), 0);
+        ASSERT_EQ(ep_file_probe_pin(p, path, st.st_dev, &pin, &ident), 0);
         ASSERT_TRUE(pin >= 0);
         ASSERT_EQ(fcntl(pin, F_GETFL) & O_PATH, O_PATH);
         ASSERT_OK(fstat(pin, &pinned) < 0 ? -errno : 0);
@@ -65,10 +64,12 @@ static void test_pin_holds_the_file_identified(EpFileProber *p) {
                 _cleanup_close_ int own = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 
                 ASSERT_TRUE(own >= 0);
-                ASSERT_OK(ep_file_id_from_fd(own, want, &want_size));
+                ASSERT_OK(ep_file_identify(own, &want));
         }
-        ASSERT_EQ(memcmp(id, want, sizeof id), 0);
-        ASSERT_EQ(size, want_size);
+        /* The same content, as the htlhash says; the copy is ID'd as itself unless it is a
+         * system file (file-id.h). */
+        ASSERT_EQ(memcmp(ident.htlhash, want.htlhash, EP_FILE_ID_SIZE), 0);
+        ASSERT_EQ(ident.size, want.size);
 }
 
 /* A FIFO (with no writer: a blocking open would never return), a symlink to it, a device. */
@@ -80,30 +81,30 @@ static void test_only_regular_files(EpFileProber *p) {
         snprintf(link, sizeof link, "%s/link", dir);
         ASSERT_OK(mkfifo(fifo, 0600));
         ASSERT_OK(symlink(fifo, link));
-        ASSERT_EQ(ep_file_probe(p, fifo, 0, &fd, NULL, NULL), -EBADFD);
-        ASSERT_EQ(ep_file_probe(p, link, 0, &fd, NULL, NULL), -EBADFD);
-        ASSERT_EQ(ep_file_probe(p, "/dev/null", 0, &fd, NULL, NULL), -EBADFD);
+        ASSERT_EQ(ep_file_probe(p, fifo, 0, &fd, NULL), -EBADFD);
+        ASSERT_EQ(ep_file_probe(p, link, 0, &fd, NULL), -EBADFD);
+        ASSERT_EQ(ep_file_probe(p, "/dev/null", 0, &fd, NULL), -EBADFD);
         ASSERT_EQ(fd, -EBADF);
-        ASSERT_EQ(ep_file_probe(p, "/nonexistent/file", 0, &fd, NULL, NULL), -ENOENT);
+        ASSERT_EQ(ep_file_probe(p, "/nonexistent/file", 0, &fd, NULL), -ENOENT);
 }
 
 static void test_stuck_device(EpFileProber *p) {
         dev_t stuck = makedev(0, 4242), other = makedev(0, 4243);
-        uint8_t id[EP_FILE_ID_SIZE];
+        EpFileIdentity id;
 
         ASSERT_OK(pipe2(release_pipe, O_CLOEXEC));
         ep_file_prober_set_work(p, blocking_work);
-        ASSERT_EQ(ep_file_probe(p, "/fuse/lib.so", stuck, NULL, id, NULL), -ETIMEDOUT);
+        ASSERT_EQ(ep_file_probe(p, "/fuse/lib.so", stuck, NULL, &id), -ETIMEDOUT);
         ASSERT_EQ(ep_file_prober_timeouts(p), 1u);
         ASSERT_EQ(ep_file_prober_stuck(p), 1u);
 
         /* Its device is not probed again while it is stuck: no second wait, no second thread. */
-        ASSERT_EQ(ep_file_probe(p, "/fuse/other.so", stuck, NULL, id, NULL), -ETIMEDOUT);
+        ASSERT_EQ(ep_file_probe(p, "/fuse/other.so", stuck, NULL, &id), -ETIMEDOUT);
         ASSERT_EQ(atomic_load(&blocking_calls), 1u);
         ASSERT_EQ(ep_file_prober_timeouts(p), 1u);
 
         /* Another device is. */
-        ASSERT_EQ(ep_file_probe(p, "/other/lib.so", other, NULL, id, NULL), -ETIMEDOUT);
+        ASSERT_EQ(ep_file_probe(p, "/other/lib.so", other, NULL, &id), -ETIMEDOUT);
         ASSERT_EQ(atomic_load(&blocking_calls), 2u);
         ASSERT_EQ(ep_file_prober_stuck(p), 2u);
 
@@ -111,7 +112,7 @@ static void test_stuck_device(EpFileProber *p) {
         ASSERT_EQ(write(release_pipe[1], "xx", 2), 2);
         ASSERT_EVENTUALLY(ep_file_prober_stuck(p) == 0, 60, "%u stuck", ep_file_prober_stuck(p));
         ASSERT_OK(write(release_pipe[1], "x", 1) == 1 ? 0 : -errno);
-        ASSERT_EQ(ep_file_probe(p, "/fuse/lib.so", stuck, NULL, id, NULL), -EIO);
+        ASSERT_EQ(ep_file_probe(p, "/fuse/lib.so", stuck, NULL, &id), -EIO);
         ASSERT_EQ(atomic_load(&blocking_calls), 3u);
 }
 

@@ -113,8 +113,8 @@ static unsigned open_fds(void) {
         return n;
 }
 
-static int fake_identify(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t ret_id[EP_FILE_ID_SIZE],
-                         uint64_t *ret_size, int *ret_pin) {
+static int fake_identify(pid_t pid, const EpMapsLine *m, void *userdata, EpFileIdentity *ret_ident,
+                         int *ret_pin) {
         uint64_t h = ep_hash_bytes(m->path, strlen(m->path));
 
         identify_calls++;
@@ -124,12 +124,12 @@ static int fake_identify(pid_t pid, const EpMapsLine *m, void *userdata, uint8_t
                 slow_probes--;
                 return -ETIMEDOUT;
         }
-        memset(ret_id, 0, EP_FILE_ID_SIZE);
+        *ret_ident = (EpFileIdentity) { .size = 4096, .system = true };
         /* "(deleted)" copies of a file have the same content, hence the same ID */
         if (strstr(m->path, "libsame"))
                 h = 42;
-        memcpy(ret_id, &h, sizeof h);
-        *ret_size = 4096;
+        memcpy(ret_ident->id, &h, sizeof h);
+        memcpy(ret_ident->htlhash, &h, sizeof h);
         *ret_pin = open("/", O_PATH | O_CLOEXEC);
         return *ret_pin >= 0 ? 0 : -errno;
 }
