@@ -77,12 +77,24 @@ static int frame_seen_again(Collector *c, uint32_t idx) {
 }
 
 /* The trace's process (a placeholder named after the thread when the loader never announced
- * it) and its thread's name. */
+ * it) and its thread's name, which for its main thread is the process's. */
 static int trace_process(Collector *c, const EpTraceMsg *h, char thread_name[static EP_COMM_LEN + 1],
                          uint32_t *ret_process) {
+        uint32_t process;
+        int r;
+
         memcpy(thread_name, h->comm, EP_COMM_LEN);
         thread_name[EP_COMM_LEN] = 0;
-        return process_table_for_trace(&c->processes, h->pid, thread_name, ret_process);
+        r = process_table_for_trace(&c->processes, h->pid, thread_name, &process);
+        if (r < 0)
+                return r;
+        if (h->tid == h->pid) {
+                r = process_table_main_thread_named(&c->processes, process, thread_name);
+                if (r < 0)
+                        return r;
+        }
+        *ret_process = process;
+        return 0;
 }
 
 /* One sample of stack, counted in the current interval for its process and thread. */

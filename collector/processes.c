@@ -125,6 +125,22 @@ int process_table_for_trace(ProcessTable *t, uint32_t pid, const char *thread_co
         return process_new(t, pid, 0, comm, NULL, NULL, ret_idx);
 }
 
+int process_table_main_thread_named(ProcessTable *t, uint32_t idx, const char *thread_comm) {
+        Process *p = process_table_get(t, idx);
+        char *comm;
+
+        if (!p || !thread_comm || str_eq(p->comm, thread_comm))
+                return 0;
+        comm = strdup(thread_comm);
+        if (!comm)
+                return -ENOMEM;
+        free(p->comm);
+        p->comm = comm;
+        if (p->store_id != 0)
+                p->store_dirty = true;
+        return 0;
+}
+
 void process_table_exit(ProcessTable *t, uint32_t pid) {
         uint32_t idx;
 

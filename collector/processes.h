@@ -15,7 +15,7 @@ typedef struct Process {
         uint32_t pid;
         bool used;         /* slot holds a process */
         bool exited;
-        bool store_dirty;  /* comm/exe changed after the row was written */
+        bool store_dirty;  /* comm/exe changed after the row was written (exec, PR_SET_NAME) */
         bool pinned;       /* EP_FRAME_UNMAPPED frames refer to it: never freed */
         uint64_t start_time_ns; /* 0 = not announced by the loader (placeholder) */
         char *comm, *exe, *container_id;
@@ -44,6 +44,9 @@ int process_table_announce(ProcessTable *t, uint32_t pid, uint64_t start_time_ns
  * has not announced the pid. */
 int process_table_for_trace(ProcessTable *t, uint32_t pid, const char *thread_comm,
                             uint32_t *ret_idx);
+/* A sample of the process's main thread, named thread_comm: its name is the process's (as ps
+ * shows it), which the program may change after the loader announced it (PR_SET_NAME). */
+int process_table_main_thread_named(ProcessTable *t, uint32_t idx, const char *thread_comm);
 void process_table_exit(ProcessTable *t, uint32_t pid);
 /* Frees exited processes whose last sample belongs to an interval <= written_seq. */
 void process_table_gc(ProcessTable *t, uint64_t written_seq);

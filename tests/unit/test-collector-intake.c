@@ -982,6 +982,40 @@ static void test_file_changed(const char *path) {
         collector_done(&c);
 }
 
+/* A program names itself after the loader announced it (PR_SET_NAME): its main thread's
+ * samples carry the name, the process takes it (as ps shows it), and the stored row follows.
+ * Another thread's name is that thread's. */
+static void test_process_renamed(const char *path) {
+        Collector c;
+        sqlite3 *db;
+        size_t len;
+
+        ASSERT_OK(collector_init(&c));
+        ASSERT_OK(store_open(path, &c.store));
+        announce_file(&c, 7, 0xaa, "/usr/bin/app");
+        announce_file(&c, 8, 0xbb, "/usr/lib/libc.so.6");
+        announce_process(&c, 600, 6666, "python3", "/usr/bin/python3");
+        len = trace(600, 600, 0, "python3", stack_a, 7, 2);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_TRUE(c.intervals == 1);
+
+        len = trace(600, 601, 0, "worker", stack_a, 7, 2);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_STREQ(c.processes.items[0].comm, "python3");
+        len = trace(600, 600, 0, "\x1b]0;pwned", stack_a, 7, 2);
+        ASSERT_OK(collector_intake(&c, EP_MSG_TRACE, rec, len));
+        ASSERT_STREQ(c.processes.items[0].comm, "\x1b]0;pwned");
+        ASSERT_OK(collector_close_interval(&c, NULL));
+        ASSERT_TRUE(c.intervals == 2);
+
+        ASSERT_TRUE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+        ASSERT_TRUE(q_int(db, "SELECT count(*) FROM processes WHERE pid = 600") == 1);
+        ASSERT_TRUE(q_int(db, "SELECT comm = char(27) || ']0;pwned' FROM processes WHERE pid = 600") == 1);
+        sqlite3_close(db);
+        collector_done(&c);
+}
+
 int main(void) {
         char dir[] = "/tmp/test-collector-intake.XXXXXX", path[256], cmd[300];
         Collector c;
@@ -1004,6 +1038,8 @@ int main(void) {
         test_retry(path);
         snprintf(path, sizeof(path), "%s/changed.db", dir);
         test_file_changed(path);
+        snprintf(path, sizeof(path), "%s/renamed.db", dir);
+        test_process_renamed(path);
 
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         ASSERT_TRUE(system(cmd) == 0);
