@@ -712,7 +712,7 @@ def stacks_for_pid(con, pid):
     return out
 
 
-NATIVE, KERNEL = 1, 2
+NATIVE, KERNEL, ABORT = 1, 2, 4  # EP_FRAME_* (common/wire.h)
 
 
 def samples_with_frames(con, pid):

@@ -35,6 +35,7 @@ already-seen files is extracted again.
 import collections
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -45,7 +46,7 @@ from shutil import which
 
 import pytest
 
-from conftest import (BUILD, NATIVE, REPO, WORKLOADS, Profiler, launch, need_root, read_lines,
+from conftest import (ABORT, BUILD, NATIVE, REPO, WORKLOADS, Profiler, launch, need_root, read_lines,
                       run_until_sampled, running_profiler, samples_with_frames)
 from waiting import wait_until
 
@@ -109,6 +110,17 @@ def native_frames(frames, namer):
     return out
 
 
+# EP_STOP_* of common/wire.h, by value: why a stack ends early (the abort frame's address).
+STOP_REASONS = {int(v): name.lower().replace("_", "-") for name, v in
+                re.findall(r"EP_STOP_(\w+) = (\d+)", (REPO / "common" / "wire.h").read_text())}
+
+
+def stop_reason(frames):
+    """Why a stored stack ended before its root ("ok" when it did not)."""
+    aborts = [f["addr"] for f in frames if f["kind"] == ABORT]
+    return STOP_REASONS.get(aborts[-1], aborts[-1]) if aborts else "ok"
+
+
 def basename(path):
     return os.path.basename(path) if path else None
 
@@ -138,9 +150,12 @@ class Profile:
 
     def __init__(self, con, pids, namer):
         self.samples = []  # (pid, tid, thread_name, [(name, path)], count)
+        self.stops = collections.defaultdict(collections.Counter)  # (tid, frames) -> why they stopped
         for pid in pids:
             for tid, tname, frames, count in samples_with_frames(con, pid):
-                self.samples.append((pid, tid, tname, native_frames(frames, namer), count))
+                native = native_frames(frames, namer)
+                self.samples.append((pid, tid, tname, native, count))
+                self.stops[(tid, tuple(native))][stop_reason(frames)] += count
 
     @property
     def total(self):
@@ -159,7 +174,7 @@ class Profile:
         """The most frequent stacks for which predicate fails, for messages."""
         bad = sorted(((c, tid, frames) for pid, tid, _, frames, c in self.samples
                       if not predicate(pid, tid, frames)), key=lambda x: -x[0])
-        return "\n".join(f"  {c} samples, tid {tid}: "
+        return "\n".join(f"  {c} samples, tid {tid} (stopped: {dict(self.stops[(tid, tuple(frames))])}): "
                          + " <- ".join(f"{nm}" for nm, _ in frames[:40]) for c, tid, frames in bad[:n])
 
     def median_depth(self):
