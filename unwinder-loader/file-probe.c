@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "file-probe.h"
 #include "log.h"
 
@@ -35,7 +36,9 @@ typedef struct Probe {
         pthread_mutex_t lock;
         pthread_cond_t cond;
         unsigned refs; /* the waiter's and the thread's */
-        bool done, abandoned;
+        bool started, done, abandoned;
+        bool stuck;        /* abandoned while it ran: its device is stuck until it ends */
+        uint64_t started_ns; /* CLOCK_MONOTONIC: when its thread began the work */
         EpFileProber *prober;
         dev_t dev;
         EpFileProbeFlags flags;
@@ -188,13 +191,26 @@ static void probe_unref(Probe *j) {
 static void *probe_thread(void *userdata) {
         Probe *j = userdata;
         EpFileProbeResult result = { .fd = -EBADF };
-        int r = j->prober->work(j->path, j->flags, &result);
+        int r;
+
+        pthread_mutex_lock(&j->lock);
+        if (j->abandoned) { /* given up before it could start: nothing to do */
+                pthread_mutex_unlock(&j->lock);
+                probe_unref(j);
+                return NULL;
+        }
+        j->started = true;
+        j->started_ns = ep_clock_ns(CLOCK_MONOTONIC);
+        pthread_mutex_unlock(&j->lock);
+
+        r = j->prober->work(j->path, j->flags, &result);
 
         pthread_mutex_lock(&j->lock);
         if (j->abandoned) {
                 if (r >= 0)
                         (void) close(result.fd);
-                prober_unstick(j->prober, j->dev);
+                if (j->stuck)
+                        prober_unstick(j->prober, j->dev);
         } else {
                 j->error = r;
                 j->result = result;
@@ -249,20 +265,28 @@ static Probe *probe_new(EpFileProber *p, const char *path, dev_t dev, EpFileProb
         return j;
 }
 
-/* Waits until j is done or the deadline passed; with j->lock held. */
-static void probe_wait(Probe *j) {
-        struct timespec deadline;
+/* Waits until j is done or until deadline_ns (CLOCK_MONOTONIC); with j->lock held. */
+static void probe_wait_until(Probe *j, uint64_t deadline_ns) {
+        struct timespec deadline = {
+                .tv_sec = (time_t) (deadline_ns / NSEC_PER_SEC),
+                .tv_nsec = (long) (deadline_ns % NSEC_PER_SEC),
+        };
 
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_sec += EP_FILE_PROBE_WAIT_MS / 1000;
-        deadline.tv_nsec += (long) (EP_FILE_PROBE_WAIT_MS % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-                deadline.tv_sec++;
-                deadline.tv_nsec -= 1000000000L;
-        }
         while (!j->done)
                 if (pthread_cond_timedwait(&j->cond, &j->lock, &deadline) == ETIMEDOUT)
                         break;
+}
+
+/* Waits until j is done, giving its work EP_FILE_PROBE_WAIT_MS from when it started; with
+ * j->lock held. A thread a loaded machine has not run yet says nothing of the file: the wait
+ * for its start is bounded by the same time, and ends the probe without taking the device
+ * for stuck. */
+static void probe_wait(Probe *j) {
+        const uint64_t budget = EP_FILE_PROBE_WAIT_MS * NSEC_PER_MSEC;
+
+        probe_wait_until(j, ep_clock_ns(CLOCK_MONOTONIC) + budget);
+        if (!j->done && j->started)
+                probe_wait_until(j, j->started_ns + budget);
 }
 
 static int probe(EpFileProber *p, const char *path, dev_t dev, EpFileProbeFlags flags, int *ret_fd,
@@ -284,8 +308,17 @@ static int probe(EpFileProber *p, const char *path, dev_t dev, EpFileProbeFlags 
 
         pthread_mutex_lock(&j->lock);
         probe_wait(j);
+        if (!j->done && !j->started) {
+                j->abandoned = true;
+                pthread_mutex_unlock(&j->lock);
+                log_debug("The probe of %s did not start in %u ms (a loaded machine): asked again later.", path,
+                          EP_FILE_PROBE_WAIT_MS);
+                probe_unref(j);
+                return -EAGAIN;
+        }
         if (!j->done) {
                 j->abandoned = true;
+                j->stuck = true;
                 prober_stick(p, dev);
                 pthread_mutex_unlock(&j->lock);
                 log_notice("Opening or reading %s took longer than %u ms: left to a thread of its own, and files "

@@ -495,8 +495,10 @@ static int file_add(EpProcTable *t, const EpFileIdentity *ident, dev_t dev, cons
 /* The file_key of the file a mapping of p maps in *ret_key: 0 when it cannot be identified.
  * Returns the failure to identify it, which when passing (ep_error_passing()) says to try
  * again; -EDQUOT: p's user holds its share of pinned inodes (the mapping is looked at again
- * when its mappings are read again). */
-static int file_key_for(EpProcTable *t, const EpProcess *p, const EpMapsLine *m, uint32_t *ret_key) {
+ * when its mappings are read again); -EAGAIN: a new file, and the read's time to identify
+ * files (until identify_until_ns) is spent. */
+static int file_key_for(EpProcTable *t, const EpProcess *p, const EpMapsLine *m, uint64_t identify_until_ns,
+                        uint32_t *ret_key) {
         InodeKey ik = { .dev = makedev(m->dev_major, m->dev_minor), .ino = m->inode };
         _cleanup_close_ int pin = -EBADF;
         EpFileIdentity ident;
@@ -520,6 +522,8 @@ static int file_key_for(EpProcTable *t, const EpProcess *p, const EpMapsLine *m,
                                     "(see FileIdentityRefusals).", (unsigned) p->uid, t->max_user_pins);
                 return -EDQUOT;
         }
+        if (ep_now_ns(CLOCK_MONOTONIC) >= identify_until_ns)
+                return -EAGAIN;
         r = t->identify(p->pid, m, t->identify_userdata, &ident, &pin);
         if (r < 0) {
                 log_debug_errno(r, "Cannot identify %s mapped by %d: %m", m->path, (int) p->pid);
@@ -589,7 +593,9 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
         _cleanup_free_ char *line = NULL;
         _cleanup_free_ EpMapping *v = NULL;
         size_t n = 0, cap = 0, line_cap = 0;
+        uint64_t identify_until_ns = ep_now_ns(CLOCK_MONOTONIC) + EP_IDENTIFY_BUDGET_NS;
         unsigned unidentified = 0;
+        bool deferred = false;
 
         while (getline(&line, &line_cap, maps) > 0) {
                 EpMapsLine m;
@@ -614,8 +620,12 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
                 if (ep_maps_line_is_file(&m)) {
                         v[n].dev = makedev(m.dev_major, m.dev_minor);
                         v[n].ino = m.inode;
-                        if (ep_error_passing(file_key_for(t, p, &m, &v[n].file_key)))
+                        int r = file_key_for(t, p, &m, identify_until_ns, &v[n].file_key);
+
+                        if (ep_error_passing(r)) {
                                 unidentified++;
+                                deferred = deferred || r == -EAGAIN; /* time, not the file */
+                        }
                 } else
                         v[n].file_key = vdso_key_for(t, &m);
                 n++;
@@ -633,6 +643,7 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
         p->mappings = TAKE_PTR(v);
         p->n_mappings = n;
         p->unidentified = unidentified;
+        p->identify_deferred = deferred;
         return 0;
 }
 

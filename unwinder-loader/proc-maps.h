@@ -17,6 +17,11 @@
 #include "proc-parse.h"
 #include "wire.h"
 
+/* The time one read of a process's mappings spends identifying new files (file-probe.h: a
+ * thread and an 8 KiB read each). A process that maps thousands of them is identified over
+ * several reads, and the loop goes on with the rest of its work meanwhile. */
+#define EP_IDENTIFY_BUDGET_NS (50 * NSEC_PER_MSEC)
+
 typedef struct EpMapping {
         uint64_t start, end, pgoff;
         uint64_t dev, ino; /* the inode it maps; 0 for none (anonymous, the vDSO) */
@@ -50,6 +55,7 @@ typedef struct EpProcess {
         uint64_t reread_interval_ns; /* trace-convert.c: back-off of re-reads for unknown PCs */
         bool maps_stale;             /* execve() seen: read again before the next lookup */
         unsigned unidentified;       /* file mappings not identified for a passing reason */
+        bool identify_deferred;      /* ... some only for want of time (EP_IDENTIFY_BUDGET_NS) */
         uint64_t identify_retry_ns;  /* trace-convert.c: back-off of re-reads for those */
         bool gone;                   /* /proc/PID could not be read */
         bool inodes_released;        /* ep_process_release_inodes() was called */

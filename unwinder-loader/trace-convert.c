@@ -146,8 +146,8 @@ static EpProcess *process_for_sample(Loader *l, const struct ep_bpf_sample *s) {
                 p->identify_retry_ns = MIN(2 * (p->identify_retry_ns ?: REREAD_MIN_NS), REREAD_MAX_NS);
                 if (ep_process_refresh(l->procs, p) > 0)
                         p->announced_gen = 0;
-                if (p->unidentified == 0)
-                        p->identify_retry_ns = 0;
+                if (p->unidentified == 0 || p->identify_deferred)
+                        p->identify_retry_ns = 0; /* done, or more to do: no back-off */
         }
         loader_track_process(l, p);
         if (!p->comm[0])

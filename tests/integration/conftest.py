@@ -152,9 +152,14 @@ while True:
 """
 
 
-def start_mapped_child(path, script=MAP_EXECUTABLE, stdin=None):
-    """Runs a FORK_CHILD script on path: (the Popen of its parent, the child's pid)."""
-    p = subprocess.Popen([sys.executable, "-c", script, str(path)], stdin=stdin, stdout=subprocess.PIPE)
+def start_mapped_child(path, script=MAP_EXECUTABLE, stdin=None, args=(), user=None):
+    """Runs a FORK_CHILD script on path (and args), as user (a passwd entry) if given: (the
+    Popen of its parent, the child's pid)."""
+    argv = [sys.executable, "-c", script, str(path), *map(str, args)]
+    if user:
+        argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--inh-caps=-all",
+                *argv]
+    p = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE)
     try:
         return p, int(read_lines(p, 1)[0])
     except BaseException:

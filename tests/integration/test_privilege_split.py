@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (MAPPED_CHILD, Profiler, need_root, read_lines, samples_with_frames, start_mapped_child,
-                      stop_threads, uncached_copy)
+from conftest import (FORK_CHILD, MAPPED_CHILD, Profiler, need_root, read_lines, samples_with_frames,
+                      start_mapped_child, stop_threads, uncached_copy)
 from waiting import wait_until
 
 SYMBOLIZER_USER = "ebpf-profiler-symbolizer"  # run's default for the symbolizer
@@ -485,3 +485,62 @@ def test_a_file_forging_a_system_librarys_identity_names_only_itself(profiler):
             p.kill()
             p.wait()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+MAP_MANY = r"""
+import ctypes, mmap, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    path = os.path.join(d, f"x{i}")
+    with open(path, "wb") as f:
+        f.write(os.urandom(64))
+    fd = os.open(path, os.O_RDONLY)
+    addr = libc.mmap(None, 64, mmap.PROT_READ | mmap.PROT_EXEC, mmap.MAP_PRIVATE, fd, 0)
+    os.close(fd)  # the mapping holds the file (mmap.mmap would keep a descriptor per file)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        sys.exit(f"mmap {path}: {os.strerror(ctypes.get_errno())}")
+release = lambda: None
+""" + FORK_CHILD + r"""
+while True:
+    pass
+"""
+MANY_FILES = 20000  # more than a user's share of identified files (at most 16,384: proc-maps.h)
+
+
+def test_a_users_twenty_thousand_files_leave_profiling_of_others_working(profiler, tmp_path):
+    """A user maps 20,000 tiny distinct files executable (each a file to identify, a descriptor
+    the loader would hold, a BPF slot and a table to ask for). The loader keeps answering, that
+    user gets its share and no more (FileIdentityRefusals counts the rest), and a process of
+    another user started afterwards gets its file identified and its table loaded."""
+    nobody = pwd.getpwnam("nobody")
+    tmp_path.chmod(0o755)
+    d = Path(tempfile.mkdtemp(prefix="ep-many-"))  # pytest's tree is root's alone
+    d.chmod(0o755)
+    os.chown(d, nobody.pw_uid, nobody.pw_gid)
+    many = victim = None
+    try:
+        many, spinning = start_mapped_child(d, MAP_MANY, args=[MANY_FILES], user=nobody)
+        def refused():
+            n = profiler.prop("Loader", "FileIdentityRefusals")
+            rows = profiler.tables(spinning)
+            return n > 0, (f"{n} refused, {profiler.prop('Loader', 'Files')} files known, "
+                           f"{'not known' if rows is None else f'{len(rows)} tables'} for {spinning}")
+        wait_until(refused, f"the loader to refuse files of {spinning} past its user's share", 300,
+                   diagnosis=lambda: profiler.diagnosis([spinning]))
+        lib = uncached_copy("/usr/lib/x86_64-linux-gnu/libz.so.1", tmp_path / "libvictim.so")
+        victim, busy = start_mapped_child(lib)
+
+        def loaded():
+            states = [state for path, state, *_ in profiler.tables(busy) or () if path == str(lib)]
+            return states == ["loaded"], states
+        wait_until(loaded, f"the table of {lib}, mapped by {busy}, loaded", 300,
+                   diagnosis=lambda: profiler.diagnosis([busy]))
+    finally:
+        for p in (many, victim):
+            if p:
+                p.kill()
+                p.wait()
+        shutil.rmtree(d)

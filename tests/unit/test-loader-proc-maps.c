@@ -120,6 +120,8 @@ static int fake_identify(pid_t pid, const EpMapsLine *m, void *userdata, EpFileI
         identify_calls++;
         if (strstr(m->path, "unreadable"))
                 return -EACCES;
+        if (strstr(m->path, "sleepy"))
+                usleep(1000); /* at least 1 ms: 200 of them take longer than a read's budget */
         if (strstr(m->path, "slow") && slow_probes > 0) {
                 slow_probes--;
                 return -ETIMEDOUT;
@@ -307,6 +309,40 @@ static void test_identify_passing_failure(void) {
         CHECK(ep_proc_table_file(t, m->file_key) && strcmp(ep_proc_table_file(t, m->file_key)->path, "/opt/slow.so") == 0);
 }
 
+/* A process that maps many new files is identified over several reads: each read spends at
+ * most EP_IDENTIFY_BUDGET_NS identifying (and at least one file), the rest are left for the
+ * next, which is not backed off (identify_deferred), until every file is identified. */
+static void test_identify_budget(void) {
+        _cleanup_(ep_proc_table_freep) EpProcTable *t = NULL;
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&text, &size);
+        unsigned reads = 0, before;
+        EpProcess *p;
+
+        assert(f);
+        for (unsigned i = 0; i < 200; i++)
+                fprintf(f, "7f%04x000000-7f%04x001000 r-xp 00000000 fd:01 %u /opt/sleepy%u.so\n", i, i, 7000 + i, i);
+        fclose(f);
+        CHECK(ep_proc_table_new("/nonexistent-proc", 0, &t) == 0);
+        ep_proc_table_set_identify(t, fake_identify, NULL);
+        CHECK(ep_proc_table_add(t, 4500, &p) == 0);
+
+        load_maps(t, p, text);
+        reads++;
+        CHECK(p->unidentified > 0 && p->unidentified < 200 && p->identify_deferred);
+        while (p->unidentified > 0 && reads < 200) {
+                before = p->unidentified;
+                load_maps(t, p, text);
+                reads++;
+                CHECK(p->unidentified < before);
+        }
+        CHECK(p->unidentified == 0 && !p->identify_deferred);
+        CHECK(reads > 1);
+        for (unsigned i = 0; i < 200; i++)
+                CHECK(ep_process_find_mapping(p, 0x7f0000000000ULL + ((uint64_t) i << 24))->file_key != 0);
+}
+
 /* A user other than root gets its share of identified (pinned) files: further mappings of its
  * processes stay unidentified, definitely (not retried as passing), counted; root's are not
  * counted; a share let go is taken again by the next read. */
@@ -429,6 +465,7 @@ int main(void) {
         test_cpu_list();
         test_mapping_cache();
         test_identify_passing_failure();
+        test_identify_budget();
         test_user_share_of_pins();
         test_files_pruned();
         if (failures) {
