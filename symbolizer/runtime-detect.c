@@ -159,7 +159,7 @@ int ep_runtime_detect_sandboxed(int fd, const uint8_t file_id[EP_FILE_ID_SIZE], 
                 x.name = path;
         }
 
-        out = ep_sandbox_run("ep-detect", child_detect, &x, &limits);
+        out = ep_sandbox_run("ep-detect", fd, child_detect, &x, &limits);
         if (out == -ETIME)
                 return fail(ret, out, false, "the detection used up its CPU time");
         if (out == -E2BIG)

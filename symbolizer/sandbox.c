@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "sandbox-filter.h"
 #include "sandbox.h"
 
 #define DEFAULT_MEMORY (1ULL << 30)
@@ -34,8 +35,24 @@ int ep_sandbox_write(int out, const void *p, size_t n) {
         return 0;
 }
 
-static _Noreturn void child_run(const char *name, EpSandboxFn fn, void *userdata, int out, uint64_t memory,
-                                rlim_t cpu_sec, pid_t parent) {
+/* Closes every descriptor but the standard ones, in and out: the symbolizer's bus connection,
+ * its rings, its caches are not the child's to use. */
+static int close_all_but(int in, int out) {
+        int keep[2] = { MIN(in, out), MAX(in, out) };
+        unsigned from = 3;
+
+        for (size_t i = 0; i < ELEMENTSOF(keep); i++) {
+                if (keep[i] < 3)
+                        continue;
+                if ((unsigned) keep[i] > from && close_range(from, (unsigned) keep[i] - 1, 0) < 0)
+                        return -errno;
+                from = (unsigned) keep[i] + 1;
+        }
+        return close_range(from, ~0U, 0) < 0 ? -errno : 0;
+}
+
+static _Noreturn void child_run(const char *name, int in, EpSandboxFn fn, void *userdata, int out,
+                                uint64_t memory, rlim_t cpu_sec, pid_t parent) {
         struct rlimit rl;
 
         /* A symbolizer that is killed takes its sandboxes with it: no orphan parses on for up
@@ -69,6 +86,9 @@ static _Noreturn void child_run(const char *name, EpSandboxFn fn, void *userdata
                 }
         }
 
+        /* Last, the limits set: the filter denies changing them. */
+        if (close_all_but(in, out) < 0 || ep_sandbox_filter_install(getpid()) < 0)
+                _exit(EXIT_FAILURE);
         _exit(fn(userdata, out) < 0 ? EXIT_FAILURE : EXIT_SUCCESS);
 }
 
@@ -97,7 +117,7 @@ static int wait_child(pid_t pid, uint64_t timeout_usec, int *ret_status, uint64_
         return r;
 }
 
-int ep_sandbox_run(const char *name, EpSandboxFn fn, void *userdata, const EpSandboxLimits *limits) {
+int ep_sandbox_run(const char *name, int in, EpSandboxFn fn, void *userdata, const EpSandboxLimits *limits) {
         uint64_t memory = limits && limits->memory_bytes ? limits->memory_bytes : DEFAULT_MEMORY;
         uint64_t cpu_usec = limits && limits->cpu_usec ? limits->cpu_usec : DEFAULT_CPU_USEC;
         uint64_t cpu_sec = (cpu_usec + USEC_PER_SEC - 1) / USEC_PER_SEC;
@@ -114,7 +134,7 @@ int ep_sandbox_run(const char *name, EpSandboxFn fn, void *userdata, const EpSan
         if (pid < 0)
                 return -errno;
         if (pid == 0)
-                child_run(name, fn, userdata, out, memory, (rlim_t) cpu_sec, parent);
+                child_run(name, in, fn, userdata, out, memory, (rlim_t) cpu_sec, parent);
 
         r = wait_child(pid, timeout, &status, &used_cpu);
         if (r < 0)

@@ -25,13 +25,14 @@ typedef struct EpSandboxLimits {
  * negative errno when it could not (the child then exits with a failure status). */
 typedef int (*EpSandboxFn)(void *userdata, int out);
 
-/* Runs fn(userdata, out) in a forked child under limits. Returns a descriptor (ours, to close)
+/* Runs fn(userdata, out) in a forked child under limits, holding no descriptor but the
+ * standard ones, in (the file it examines) and out, and under sandbox-filter.h's filter. Returns a descriptor (ours, to close)
  * of the memfd the child wrote, to read with pread() from offset 0; or -E2BIG when the child
  * hit the memory limit, was killed by a signal or failed, -ETIME when it used up its CPU time
  * (the file is the problem), -ETIMEDOUT when it ran out of wall-clock time (the machine may
  * be), another negative errno when it could not be started. name (at most 15 bytes) names the
  * memfd and the child process (its comm). */
-int ep_sandbox_run(const char *name, EpSandboxFn fn, void *userdata, const EpSandboxLimits *limits);
+int ep_sandbox_run(const char *name, int in, EpSandboxFn fn, void *userdata, const EpSandboxLimits *limits);
 
 /* Whether an error of examining a file in the sandbox (or of reading it) is the file's own: not
  * ELF or malformed, too big, crashed or used up the examination's limits, not the file the ID

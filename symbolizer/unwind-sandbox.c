@@ -44,7 +44,7 @@ int ep_unwind_extract_sandboxed(int fd, const uint8_t file_id[EP_FILE_ID_SIZE],
         _cleanup_free_ void *blob = NULL;
         SandboxResult res;
 
-        out = ep_sandbox_run("ep-extract", child_extract, &x, limits);
+        out = ep_sandbox_run("ep-extract", fd, child_extract, &x, limits);
         if (out < 0)
                 return out;
 

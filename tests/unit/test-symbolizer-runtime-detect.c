@@ -12,6 +12,8 @@
 #include <libelf.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "file-id.h"
@@ -198,7 +200,7 @@ static void check_sandbox_dies_with_its_parent(void) {
         parent = fork();
         ASSERT_TRUE(parent >= 0);
         if (parent == 0) {
-                (void) ep_sandbox_run("test", child_reports_and_waits, &report[1], NULL);
+                (void) ep_sandbox_run("test", report[1], child_reports_and_waits, &report[1], NULL);
                 _exit(EXIT_SUCCESS);
         }
         ASSERT_EQ(read(report[0], &sandbox, sizeof sandbox), (ssize_t) sizeof sandbox);
@@ -224,17 +226,64 @@ static void check_sandbox(void) {
         char buf[2];
         int fd;
 
-        ASSERT_EQ(ep_sandbox_run("test", child_aborts, NULL, NULL), -E2BIG);
-        ASSERT_EQ(ep_sandbox_run("test", child_fails, NULL, NULL), -E2BIG);
-        ASSERT_EQ(ep_sandbox_run("test", child_spins, NULL, &cpu), -ETIME);
-        ASSERT_EQ(ep_sandbox_run("test", child_spins, NULL, &(EpSandboxLimits) { .cpu_usec = 60 * USEC_PER_SEC,
+        ASSERT_EQ(ep_sandbox_run("test", -1, child_aborts, NULL, NULL), -E2BIG);
+        ASSERT_EQ(ep_sandbox_run("test", -1, child_fails, NULL, NULL), -E2BIG);
+        ASSERT_EQ(ep_sandbox_run("test", -1, child_spins, NULL, &cpu), -ETIME);
+        ASSERT_EQ(ep_sandbox_run("test", -1, child_spins, NULL, &(EpSandboxLimits) { .cpu_usec = 60 * USEC_PER_SEC,
                                                                                 .timeout_usec = wall.timeout_usec }),
                   -ETIMEDOUT);
-        fd = ep_sandbox_run("test", child_answers, NULL, NULL);
+        fd = ep_sandbox_run("test", -1, child_answers, NULL, NULL);
         ASSERT_TRUE(fd >= 0);
         ASSERT_EQ(pread(fd, buf, sizeof buf, 0), 2);
         ASSERT_TRUE(memcmp(buf, "ok", 2) == 0);
         close(fd);
+}
+
+/* What a child taken over could try, each answered 1 when refused as it must be (and the
+ * two things it needs, 1 when they work). */
+typedef struct Held {
+        int not_passed, passed;
+        const char *writable;
+} Held;
+
+static int child_tries(void *userdata, int out) {
+        const Held *h = userdata;
+        char results[9];
+        int fd;
+
+        results[0] = fcntl(h->not_passed, F_GETFD) < 0 && errno == EBADF;
+        results[1] = fcntl(h->passed, F_GETFD) >= 0;
+        results[2] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) < 0 && errno == EPERM;
+        fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+        results[3] = fd >= 0;
+        results[4] = open(h->writable, O_WRONLY | O_CLOEXEC) < 0 && errno == EPERM;
+        results[5] = open(h->writable, O_RDONLY | O_CREAT | O_CLOEXEC, 0600) < 0 && errno == EPERM;
+        results[6] = kill(getppid(), 0) < 0 && errno == EPERM;
+        results[7] = execve("/bin/true", (char *[]) { (char *) "true", NULL }, environ) < 0 && errno == EPERM;
+        results[8] = setrlimit(RLIMIT_CPU, &(struct rlimit) { RLIM_INFINITY, RLIM_INFINITY }) < 0 && errno == EPERM;
+        return ep_sandbox_write(out, results, sizeof results);
+}
+
+/* A child holds no descriptor of ours but the file it examines, and cannot reach another
+ * process, the bus, a program or a file to write: taken over by a crafted file, it has
+ * nothing of the symbolizer's. */
+static void check_sandbox_holds_nothing(void) {
+        char writable[] = "/tmp/test-sandbox-XXXXXX", results[9];
+        _cleanup_close_ int not_passed = open("/dev/null", O_RDONLY | O_CLOEXEC), passed = -EBADF, fd = -EBADF;
+        Held h;
+
+        passed = mkstemp(writable);
+        ASSERT_TRUE(not_passed >= 0 && passed >= 0);
+        h = (Held) { .not_passed = not_passed, .passed = passed, .writable = writable };
+        fd = ep_sandbox_run("test", passed, child_tries, &h, NULL);
+        unlink(writable);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_EQ(pread(fd, results, sizeof results, 0), (ssize_t) sizeof results);
+        for (size_t i = 0; i < sizeof results; i++)
+                if (!results[i]) {
+                        fprintf(stderr, "sandbox check %zu failed\n", i);
+                        exit(EXIT_FAILURE);
+                }
 }
 
 static void check_error_names(void) {
@@ -261,6 +310,7 @@ int main(void) {
         check_error_names();
         check_sandbox();
         check_sandbox_dies_with_its_parent();
+        check_sandbox_holds_nothing();
         tmpdir = py_tmpdir_make("test-runtime-detect");
         check_not_runtimes();
         check_wrong_file_id();
