@@ -65,9 +65,10 @@ static const struct {
         EpChildPolicy policy;
         const char *user; /* its own system user (NULL: root), so one taken over gains nothing
                            * from the others */
+        int nice;         /* as its unit's Nice= */
 } daemons[_DAEMON_MAX] = {
         [LOADER] = { "loader", "unwinder-loader", "ebpf-profiler-loader", EP_BUS_LOADER,
-                     EP_CHILD_FATAL_AT_STARTUP, NULL },
+                     EP_CHILD_FATAL_AT_STARTUP, NULL, EP_LOADER_NICE },
         [SYMBOLIZER] = { "symbolizer", "symbolizer", "ebpf-profiler-symbolizer", EP_BUS_SYMBOLIZER,
                          EP_CHILD_OPTIONAL, EP_SYMBOLIZER_USER },
         [COLLECTOR] = { "collector", "collector", "ebpf-profiler-collector", EP_BUS_COLLECTOR,
@@ -904,6 +905,7 @@ static int run_supervised(Run *run, const Prepared *p, const char *bus_address) 
                         .gid = id->pw.pw_gid,
                         .groups = id->groups,
                         .n_groups = (size_t) id->n_groups,
+                        .nice = daemons[i].nice,
                 };
                 r = argv && env ? ep_supervisor_add(run->sup, &spec) : -ENOMEM;
                 free(argv);

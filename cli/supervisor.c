@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -44,6 +45,7 @@ typedef struct Child {
         size_t line_len;
         char last_line[512];
 
+        int nice;
         bool ready, ever_ready, given_up;
         uint64_t started_ns;
         uint64_t failures[STARTUP_FAILURES]; /* monotonic times, a ring */
@@ -197,6 +199,11 @@ _Noreturn static void child_exec(Child *c, int output_fd, pid_t parent) {
                 _exit(126);
         /* Everything else we hold is O_CLOEXEC; this is belt and braces. */
         (void) syscall(SYS_close_range, 3U, ~0U, 0U);
+
+        if (c->nice != 0 && setpriority(PRIO_PROCESS, 0, c->nice) < 0) {
+                dprintf(STDERR_FILENO, "cannot set niceness %d: %s\n", c->nice, strerror(errno));
+                _exit(126);
+        }
 
         if (c->unprivileged) {
                 /* Root until here: drop what could be regained, then the identity. setuid()
@@ -459,6 +466,7 @@ int ep_supervisor_add(EpSupervisor *s, const EpChildSpec *spec) {
         c->sup = s;
         c->policy = spec->policy;
         c->unprivileged = spec->unprivileged;
+        c->nice = spec->nice;
         c->uid = spec->uid;
         c->gid = spec->gid;
         c->name = strdup(spec->name);

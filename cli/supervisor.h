@@ -36,6 +36,7 @@ typedef struct EpChildSpec {
         const gid_t *groups;
         size_t n_groups;
         char **env;           /* the complete environment */
+        int nice;             /* its niceness (setpriority(2)), as its unit's Nice= */
 } EpChildSpec;
 
 typedef struct EpSupervisor EpSupervisor;
