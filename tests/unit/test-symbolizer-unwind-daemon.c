@@ -39,7 +39,8 @@ static void cleanup(void) {
                 kill(bus_pid, SIGTERM);
         snprintf(path, sizeof path, "%s/bus.sock", workdir);
         unlink(path);
-        const char *files[] = { "unwind-tables.db", "unwind-tables.db-wal", "unwind-tables.db-shm" };
+        const char *files[] = { "unwind-tables.db", "unwind-tables.db-wal", "unwind-tables.db-shm",
+                                "symbols.db", "symbols.db-wal", "symbols.db-shm" };
         for (size_t i = 0; i < ELEMENTSOF(files); i++) {
                 snprintf(path, sizeof path, "%s/%s", cache_dir, files[i]);
                 unlink(path);
