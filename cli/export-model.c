@@ -296,7 +296,7 @@ _Static_assert(EP_FRAME_NATIVE == 1, "the frame query joins files for kind 1");
  * was the htlhash. */
 static int prepare_frame_query(sqlite3 *db, sqlite3_stmt **ret) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        bool has_htlhash;
+        char sql[512];
         int r;
 
         r = prepare(db, "SELECT count(*) FROM pragma_table_info('files') WHERE name = 'htlhash'", &st);
@@ -304,15 +304,11 @@ static int prepare_frame_query(sqlite3 *db, sqlite3_stmt **ret) {
                 return r;
         if (sqlite3_step(st) != SQLITE_ROW)
                 return sql_error(db, "reading the store's schema");
-        has_htlhash = sqlite3_column_int(st, 0) > 0;
-        return prepare(db,
-                       has_htlhash ? "SELECT f.kind, f.addr, f.elf_addr, fi.file_id, fi.path, fi.gnu_build_id, "
-                                     "fi.go_build_id, coalesce(fi.htlhash, fi.file_id)"
-                                     " FROM frames f LEFT JOIN files fi ON fi.id = f.file AND f.kind = 1 WHERE f.id = ?1"
-                                   : "SELECT f.kind, f.addr, f.elf_addr, fi.file_id, fi.path, fi.gnu_build_id, "
-                                     "fi.go_build_id, fi.file_id"
-                                     " FROM frames f LEFT JOIN files fi ON fi.id = f.file AND f.kind = 1 WHERE f.id = ?1",
-                       ret);
+        snprintf(sql, sizeof sql,
+                 "SELECT f.kind, f.addr, f.elf_addr, fi.file_id, fi.path, fi.gnu_build_id, fi.go_build_id, %s"
+                 " FROM frames f LEFT JOIN files fi ON fi.id = f.file AND f.kind = 1 WHERE f.id = ?1",
+                 sqlite3_column_int(st, 0) > 0 ? "coalesce(fi.htlhash, fi.file_id)" : "fi.file_id");
+        return prepare(db, sql, ret);
 }
 
 static int load(Loader *l) {

@@ -7,8 +7,10 @@
  * (FUSE) or on a disk that stopped answering, and an open or a read of it can then wait
  * forever. The loader's event loop must not: its watchdog would kill it, and the user could
  * repeat that at will. So each probe runs on a thread of its own and the loop waits for its
- * answer at most EP_FILE_PROBE_WAIT_MS. A probe that takes longer is a passing failure
- * (-ETIMEDOUT: the mapping is looked at again later), and its thread is left to end by itself;
+ * answer at most EP_FILE_PROBE_WAIT_MS from the thread's start (and as long for the start: a
+ * thread not started by then ends the probe with -EAGAIN). A probe that takes longer is a
+ * passing failure (-ETIMEDOUT: the mapping is looked at again later), and its thread is left
+ * to end by itself;
  * while a probe of a device is stuck, no other probe of that device starts (-ETIMEDOUT at
  * once), so one hostile mount costs one thread and one wait, not one per file. */
 

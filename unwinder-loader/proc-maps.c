@@ -429,10 +429,9 @@ static int map_files_path(const EpProcTable *t, pid_t pid, uint64_t start, uint6
 /* That file (on dev) opened for reading, and identified. */
 static int probe_mapping(const EpProcTable *t, pid_t pid, uint64_t start, uint64_t end, dev_t dev, int *ret_fd,
                          uint8_t ret_id[EP_FILE_ID_SIZE]) {
+        EpFileIdentity ident;
         char path[PATH_MAX];
         int r = map_files_path(t, pid, start, end, path);
-
-        EpFileIdentity ident;
 
         if (r < 0)
                 return r;
@@ -486,7 +485,7 @@ static int file_add(EpProcTable *t, const EpFileIdentity *ident, dev_t dev, cons
         }
         f->key = key;
         memcpy(id_slot, &key, sizeof key);
-        memcpy(ep_hashmap_get(t->files, &key), &f, sizeof f);
+        memcpy(slot, &f, sizeof f); /* still valid: only the other map was written since */
         TAKE_PTR(f);
         *ret_key = key;
         return 0;
@@ -496,8 +495,9 @@ static int file_add(EpProcTable *t, const EpFileIdentity *ident, dev_t dev, cons
  * Returns the failure to identify it, which when passing (ep_error_passing()) says to try
  * again; -EDQUOT: p's user holds its share of pinned inodes (the mapping is looked at again
  * when its mappings are read again); -EAGAIN: a new file, and the read's time to identify
- * files (until identify_until_ns) is spent. */
-static int file_key_for(EpProcTable *t, const EpProcess *p, const EpMapsLine *m, uint64_t identify_until_ns,
+ * files is spent. *identify_until_ns (0 until the read's first identification, which sets it)
+ * ends that time: a read identifies one new file at least, however long it took to get there. */
+static int file_key_for(EpProcTable *t, const EpProcess *p, const EpMapsLine *m, uint64_t *identify_until_ns,
                         uint32_t *ret_key) {
         InodeKey ik = { .dev = makedev(m->dev_major, m->dev_minor), .ino = m->inode };
         _cleanup_close_ int pin = -EBADF;
@@ -522,7 +522,9 @@ static int file_key_for(EpProcTable *t, const EpProcess *p, const EpMapsLine *m,
                                     "(see FileIdentityRefusals).", (unsigned) p->uid, t->max_user_pins);
                 return -EDQUOT;
         }
-        if (ep_now_ns(CLOCK_MONOTONIC) >= identify_until_ns)
+        if (*identify_until_ns == 0)
+                *identify_until_ns = ep_now_ns(CLOCK_MONOTONIC) + EP_IDENTIFY_BUDGET_NS;
+        else if (ep_now_ns(CLOCK_MONOTONIC) >= *identify_until_ns)
                 return -EAGAIN;
         r = t->identify(p->pid, m, t->identify_userdata, &ident, &pin);
         if (r < 0) {
@@ -593,7 +595,7 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
         _cleanup_free_ char *line = NULL;
         _cleanup_free_ EpMapping *v = NULL;
         size_t n = 0, cap = 0, line_cap = 0;
-        uint64_t identify_until_ns = ep_now_ns(CLOCK_MONOTONIC) + EP_IDENTIFY_BUDGET_NS;
+        uint64_t identify_until_ns = 0;
         unsigned unidentified = 0;
         bool deferred = false;
 
@@ -620,7 +622,7 @@ int ep_process_load_maps(EpProcTable *t, EpProcess *p, FILE *maps) {
                 if (ep_maps_line_is_file(&m)) {
                         v[n].dev = makedev(m.dev_major, m.dev_minor);
                         v[n].ino = m.inode;
-                        int r = file_key_for(t, p, &m, identify_until_ns, &v[n].file_key);
+                        int r = file_key_for(t, p, &m, &identify_until_ns, &v[n].file_key);
 
                         if (ep_error_passing(r)) {
                                 unidentified++;

@@ -18,8 +18,9 @@
 #include "wire.h"
 
 /* The time one read of a process's mappings spends identifying new files (file-probe.h: a
- * thread and an 8 KiB read each). A process that maps thousands of them is identified over
- * several reads, and the loop goes on with the rest of its work meanwhile. */
+ * thread and an 8 KiB read each), from its first one on (so each read identifies one at
+ * least). A process that maps thousands of them is identified over several reads, and the
+ * loop goes on with the rest of its work meanwhile. */
 #define EP_IDENTIFY_BUDGET_NS (50 * NSEC_PER_MSEC)
 
 typedef struct EpMapping {

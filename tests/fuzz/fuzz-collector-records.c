@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "collector.h"
+#include "fuzz-util.h"
 
 #define TRACE_RING_TYPES 16 /* wire.h: EP_MSG_SYM_REQUEST is the first of the symbolizer's */
 
@@ -24,29 +25,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         if (collector_init(&c) < 0)
                 abort();
-        while (size >= 4) {
-                uint16_t type, len;
+        for (;;) {
                 uint64_t errors = c.decode_errors;
+                uint16_t type, len;
                 void *payload;
                 int r;
 
-                memcpy(&type, data, sizeof type);
-                memcpy(&len, data + 2, sizeof len);
-                data += 4;
-                size -= 4;
-                len = (uint16_t) (len < size ? len : size);
-                /* The rings hand out records in place, 8-byte aligned: a copy of the same. */
-                payload = malloc(len ?: 1);
-                if (!payload)
+                if (!fuzz_next_record(&data, &size, &type, &payload, &len))
                         break;
-                memcpy(payload, data, len);
                 r = type < TRACE_RING_TYPES ? collector_intake(&c, type, payload, len)
                                             : collector_sym_apply(&c, type, payload, len);
                 free(payload);
                 if (r < 0 && r != -ENOMEM && !(r == -EBADMSG && c.decode_errors > errors))
                         abort();
-                data += len;
-                size -= len;
         }
         collector_done(&c);
         return 0;

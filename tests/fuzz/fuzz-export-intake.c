@@ -2,8 +2,8 @@
 /* libFuzzer target: arbitrary bytes as the export ring's records, which the exporter (the least
  * privileged daemon, holding the backend's credentials) reads from the collector: BEGIN,
  * PROCESS, FRAME, STACK, SAMPLE and END groups (common/wire.h). The input is a sequence of
- * records, each a u8 type (taken modulo the group's record types), a u16 length and that many
- * bytes. A group that is malformed is dropped and counted (groups_dropped); one that completes
+ * records, each a u16 type (taken modulo the group's record types), a u16 length and that many
+ * bytes (fuzz_next_record()). A group that is malformed is dropped and counted (groups_dropped); one that completes
  * is an interval whose every index must be in range. Any crash, sanitizer report or leak is a
  * bug. Built with clang by tests/fuzz/meson.build; seeds in corpus-export-intake/. */
 
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "export-intake.h"
+#include "fuzz-util.h"
 #include "wire.h"
 
 #define RECORD_TYPES (EP_MSG_EXP_END - EP_MSG_EXP_BEGIN + 1)
@@ -35,22 +36,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         if (exp_intake_new(&in) < 0)
                 abort();
-        while (size >= 3) {
-                uint16_t type = (uint16_t) (EP_MSG_EXP_BEGIN + data[0] % RECORD_TYPES), len;
+        for (;;) {
                 ExpInterval *iv = NULL;
+                uint16_t type, len;
                 void *payload;
                 int r;
 
-                memcpy(&len, data + 1, sizeof len);
-                data += 3;
-                size -= 3;
-                len = (uint16_t) (len < size ? len : size);
-                /* The ring hands out records in place, 8-byte aligned: a copy of the same. */
-                payload = malloc(len ?: 1);
-                if (!payload)
+                if (!fuzz_next_record(&data, &size, &type, &payload, &len))
                         break;
-                memcpy(payload, data, len);
-                r = exp_intake_feed(in, type, payload, len, &iv);
+                r = exp_intake_feed(in, (uint16_t) (EP_MSG_EXP_BEGIN + type % RECORD_TYPES), payload, len, &iv);
                 free(payload);
                 if (r < 0 && r != -ENOMEM && r != -EBADMSG)
                         abort();
@@ -58,8 +52,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         check_interval(iv);
                         exp_interval_free(iv);
                 }
-                data += len;
-                size -= len;
         }
         exp_intake_free(in);
         return 0;
