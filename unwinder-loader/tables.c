@@ -56,7 +56,11 @@ typedef struct TableFile {
         uint32_t *pages; /* its page numbers in unwind_pages */
         uint32_t n_pages;
         uint64_t bytes;
-        int pending_fd; /* T_PUBLISHING: the delta array to put in unwind_tables */
+        /* The table's delta array: put in unwind_tables by ep_tables_publish() (T_PUBLISHING),
+         * then kept while it is loaded, for ep_tables_find_rule(): from user space the outer
+         * map gives only its ID, and BPF_MAP_GET_FD_BY_ID needs CAP_SYS_ADMIN, which the loader
+         * does not have. One descriptor per loaded table. */
+        int map_fd;
 } TableFile;
 
 typedef struct KeyQueue {
@@ -81,10 +85,6 @@ struct EpTables {
         void *publish_userdata;
         uint32_t *to_publish; /* file keys in T_PUBLISHING */
         size_t n_to_publish, cap_to_publish;
-        /* ep_tables_find_rule(): the delta array last opened */
-        uint32_t find_slot;
-        int find_fd;
-
         uint32_t n_loaded, n_fp_only, n_pending;
         uint64_t bytes, requests, errors, no_slot, too_big, user_full;
         uint64_t slot_epoch; /* bumped whenever a slot is released */
@@ -144,7 +144,7 @@ static TableFile *file_get_or_add(EpTables *t, uint32_t key) {
         if (!f)
                 return NULL;
         f->key = key;
-        f->pending_fd = -EBADF;
+        f->map_fd = -EBADF;
         if (ep_hashmap_put(t->files, &key, &slot) < 0) {
                 free(f);
                 return NULL;
@@ -197,19 +197,11 @@ static void set_file_state(EpTables *t, uint32_t slot, uint32_t state) {
                 log_once_errno(LOG_WARNING, errno, "Cannot update the BPF file state: %m");
 }
 
-void ep_tables_find_done(EpTables *t) {
-        (void) close_nointr(t->find_fd);
-        t->find_fd = -EBADF;
-        t->find_slot = 0;
-}
-
 /* Removes a table from BPF: the table first (BPF then stops looking at pages; done already
  * when outer_removed), then its pages; then its rules are released. */
 static void table_unload(EpTables *t, TableFile *f, bool outer_removed) {
-        if (t->find_slot == f->slot)
-                ep_tables_find_done(t);
-        (void) close_nointr(f->pending_fd);
-        f->pending_fd = -EBADF;
+        (void) close_nointr(f->map_fd);
+        f->map_fd = -EBADF;
         if (f->state == T_LOADED || f->state == T_PUBLISHING) {
                 if (f->state == T_LOADED && !outer_removed &&
                     bpf_map_delete_elem(t->maps.unwind_tables, &f->slot) < 0 && errno != ENOENT)
@@ -254,12 +246,11 @@ EpTables *ep_tables_free(EpTables *t) {
 
         if (!t)
                 return NULL;
-        ep_tables_find_done(t);
         /* BPF maps go away with the loader; only our memory is freed here. */
         while (t->files && ep_hashmap_iterate(t->files, &state, &k, &v)) {
                 TableFile *f;
                 memcpy(&f, v, sizeof f);
-                (void) close_nointr(f->pending_fd);
+                (void) close_nointr(f->map_fd);
                 free(f->rules);
                 free(f->pages);
                 free(f);
@@ -287,7 +278,6 @@ int ep_tables_new(const EpUnwindMaps *maps, uint32_t max_files, uint64_t unload_
         if (!t)
                 return -ENOMEM;
         t->maps = *maps;
-        t->find_fd = -EBADF;
         t->max_files = max_files;
         t->next_slot = 1;
         t->unload_delay_ns = unload_delay_ns;
@@ -345,7 +335,6 @@ int ep_tables_find_rule(EpTables *t, uint32_t file_key, uint32_t file_offset, st
         TableFile *f = file_get(t, file_key);
         struct ep_bpf_page_key key;
         struct ep_bpf_page pg;
-        uint32_t id;
         int r;
 
         *ret_pending = false;
@@ -359,22 +348,12 @@ int ep_tables_find_rule(EpTables *t, uint32_t file_key, uint32_t file_offset, st
                 *ret_pending = table_pending(f);
                 return EP_LOOKUP_NO_TABLE;
         }
-        if (t->find_slot != f->slot) {
-                ep_tables_find_done(t);
-                /* From user space an outer map holds map IDs. */
-                if (bpf_map_lookup_elem(t->maps.unwind_tables, &f->slot, &id) < 0)
-                        return EP_LOOKUP_ERROR;
-                t->find_fd = bpf_map_get_fd_by_id(id);
-                if (t->find_fd < 0)
-                        return EP_LOOKUP_ERROR;
-                t->find_slot = f->slot;
-        }
         key = (struct ep_bpf_page_key) { .file_num = f->slot, .page = file_offset >> EP_BPF_PAGE_SHIFT };
         if (bpf_map_lookup_elem(t->maps.unwind_pages, &key, &pg) < 0) {
                 *ret_rule = (struct ep_unwind_rule) { .cfa_kind = EP_CFA_INVALID };
                 return EP_LOOKUP_FOUND;
         }
-        r = ep_page_search(t->find_fd, &pg, file_offset & ((1u << EP_BPF_PAGE_SHIFT) - 1));
+        r = ep_page_search(f->map_fd, &pg, file_offset & ((1u << EP_BPF_PAGE_SHIFT) - 1));
         if (r < 0)
                 return EP_LOOKUP_ERROR;
         *ret_rule = ep_rule_set_get(t->rules, (uint16_t) r);
@@ -562,7 +541,7 @@ static int table_load(EpTables *t, TableFile *f, const uint8_t id[EP_FILE_ID_SIZ
                 r = -errno;
                 goto fail_pages;
         }
-        f->pending_fd = TAKE_FD(inner); /* into unwind_tables by ep_tables_publish() */
+        f->map_fd = TAKE_FD(inner); /* into unwind_tables by ep_tables_publish() */
         f->rules = TAKE_PTR(global);
         f->n_rules = h->n_rules;
         f->pages = TAKE_PTR(page_nums);
@@ -636,11 +615,11 @@ void ep_tables_publish(EpTables *t) {
                 return; /* try again next time */
         for (size_t i = 0; i < t->n_to_publish; i++) {
                 TableFile *f = file_get(t, t->to_publish[i]);
-                if (!f || f->state != T_PUBLISHING || f->pending_fd < 0)
+                if (!f || f->state != T_PUBLISHING || f->map_fd < 0)
                         continue; /* dropped meanwhile */
                 files[n] = f;
                 slots[n] = f->slot;
-                fds[n] = f->pending_fd;
+                fds[n] = f->map_fd;
                 n++;
         }
         t->n_to_publish = 0;
@@ -649,16 +628,14 @@ void ep_tables_publish(EpTables *t) {
         batch_ok = n == 0 || bpf_map_update_batch(t->maps.unwind_tables, slots, fds, &count, NULL) >= 0;
         for (uint32_t i = 0; i < n; i++) {
                 TableFile *f = files[i];
-                if (!batch_ok && bpf_map_update_elem(t->maps.unwind_tables, &f->slot, &f->pending_fd, BPF_ANY) < 0) {
+                if (!batch_ok && bpf_map_update_elem(t->maps.unwind_tables, &f->slot, &f->map_fd, BPF_ANY) < 0) {
                         log_once_errno(LOG_WARNING, errno, "Cannot publish an unwind table in BPF: %m");
                         table_unload(t, f, true);
                         t->errors++;
                         set_state(t, f, T_FAILED);
                         continue;
                 }
-                (void) close_nointr(f->pending_fd);
-                f->pending_fd = -EBADF;
-                set_state(t, f, T_LOADED);
+                set_state(t, f, T_LOADED); /* map_fd kept: ep_tables_find_rule() */
         }
         for (uint32_t i = 0; i < n && t->loaded; i++)
                 t->loaded(files[i]->key, t->loaded_userdata); /* failed ones too: nothing to wait for */

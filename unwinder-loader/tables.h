@@ -88,8 +88,6 @@ void ep_tables_set_loaded_cb(EpTables *t, void (*loaded)(uint32_t file_key, void
  * *ret_pending says whether a table is still expected) or EP_LOOKUP_ERROR. */
 int ep_tables_find_rule(EpTables *t, uint32_t file_key, uint32_t file_offset, struct ep_unwind_rule *ret_rule,
                         bool *ret_pending);
-/* Releases what ep_tables_find_rule() keeps open between calls. */
-void ep_tables_find_done(EpTables *t);
 
 /* Unloads tables unused for longer than the delay; re-queues retries that are due. */
 void ep_tables_sweep(EpTables *t);

@@ -77,7 +77,6 @@ int loader_user_unwind(Loader *l, const EpProcess *p, const struct ep_bpf_stack_
                         break;
                 }
         }
-        ep_tables_find_done(l->tables);
         *ret_n = n;
         *ret_waiting = u.waiting;
         return stop;
