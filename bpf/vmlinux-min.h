@@ -118,3 +118,31 @@ struct task_struct {
 } __attribute__((preserve_access_index));
 
 #define PF_KTHREAD 0x00200000 /* include/linux/sched.h */
+
+/* BPF programs themselves, for the iterator over them (prog-list.bpf.c). */
+struct seq_file;
+
+struct bpf_iter_meta {
+        struct seq_file *seq;
+} __attribute__((preserve_access_index));
+
+struct bpf_prog;
+
+struct bpf_prog_aux {
+        __u32 id;
+        __u32 func_cnt;         /* subprograms, the main one included; 0 when there are none */
+        struct bpf_prog **func; /* their own bpf_prog */
+        char name[16];
+} __attribute__((preserve_access_index));
+
+struct bpf_prog {
+        __u32 jited_len;
+        __u8 tag[8];
+        void *bpf_func; /* the JIT image (the interpreter when not JIT-compiled) */
+        struct bpf_prog_aux *aux;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__bpf_prog {
+        struct bpf_iter_meta *meta;
+        struct bpf_prog *prog; /* NULL in the call after the last one */
+} __attribute__((preserve_access_index));

@@ -11,6 +11,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -76,6 +77,25 @@ static const struct {
         [EXPORTER] = { "exporter", "exporter", "ebpf-profiler-exporter", EP_BUS_EXPORTER,
                        EP_CHILD_OPTIONAL, EP_EXPORTER_USER },
 };
+
+/* The loader's capabilities: its unit's (EP_LOADER_CAPABILITIES), and CAP_SYS_ADMIN where the
+ * kernel lets nothing less open perf events (Debian's kernel.perf_event_paranoid = 3, without
+ * the package's sysctl.d drop-in): the alternative docs/systemd.md gives the unit. */
+static uint64_t loader_capabilities(void) {
+        static const int caps[] = { EP_LOADER_CAPABILITIES };
+        uint64_t mask = 0;
+        int paranoid;
+
+        for (size_t i = 0; i < ELEMENTSOF(caps); i++)
+                mask |= UINT64_C(1) << caps[i];
+        _cleanup_fclose_ FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+        if (f && fscanf(f, "%d", &paranoid) == 1 && paranoid > 2) {
+                log_notice("kernel.perf_event_paranoid is %d: the loader gets CAP_SYS_ADMIN, since only that "
+                           "opens perf events then (the package's sysctl.d drop-in sets 2).", paranoid);
+                mask |= UINT64_C(1) << CAP_SYS_ADMIN;
+        }
+        return mask;
+}
 
 typedef struct Run {
         const RunArgs *args;
@@ -906,6 +926,7 @@ static int run_supervised(Run *run, const Prepared *p, const char *bus_address) 
                         .groups = id->groups,
                         .n_groups = (size_t) id->n_groups,
                         .nice = daemons[i].nice,
+                        .capabilities = i == LOADER ? loader_capabilities() : 0,
                 };
                 r = argv && env ? ep_supervisor_add(run->sup, &spec) : -ENOMEM;
                 free(argv);

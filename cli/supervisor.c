@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ typedef struct Child {
         char last_line[512];
 
         int nice;
+        uint64_t capabilities;
         bool ready, ever_ready, given_up;
         uint64_t started_ns;
         uint64_t failures[STARTUP_FAILURES]; /* monotonic times, a ring */
@@ -178,13 +180,28 @@ static int on_output(sd_event_source *source, int fd, uint32_t revents, void *us
 
 /* ---- spawning ---- */
 
-static void drop_bounding_set(void) {
-        unsigned long last = 63;
-        _cleanup_fclose_ FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
-        if (f && fscanf(f, "%lu", &last) != 1)
-                last = 63;
-        for (unsigned long cap = 0; cap <= last; cap++)
-                (void) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+/* Leaves only the capabilities in keep (bit N: capability N) in the bounding set, and none
+ * inheritable or ambient: a program exec'd as root then holds keep, and one exec'd as another
+ * user nothing it could regain. Returns 0 or a negative errno. */
+static int limit_capabilities(uint64_t keep) {
+        struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct d[2];
+
+        for (unsigned long cap = 0; cap < 64; cap++) {
+                int in_set = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+                if (in_set < 0) /* past cap_last_cap */
+                        break;
+                if (in_set && !(keep & (UINT64_C(1) << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
+                        return -errno;
+        }
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+                return -errno;
+        if (syscall(SYS_capget, &h, d) < 0)
+                return -errno;
+        d[0].inheritable = d[1].inheritable = 0;
+        if (syscall(SYS_capset, &h, d) < 0)
+                return -errno;
+        return 0;
 }
 
 /* In the child, after fork: never returns. */
@@ -205,10 +222,14 @@ _Noreturn static void child_exec(Child *c, int output_fd, pid_t parent) {
                 _exit(126);
         }
 
+        int r = limit_capabilities(c->unprivileged ? 0 : c->capabilities);
+        if (r < 0) {
+                dprintf(STDERR_FILENO, "cannot limit the capabilities: %s\n", strerror(-r));
+                _exit(126);
+        }
         if (c->unprivileged) {
-                /* Root until here: drop what could be regained, then the identity. setuid()
-                 * away from root clears the permitted, effective and ambient sets. */
-                drop_bounding_set();
+                /* setuid() away from root clears the permitted and effective sets; with the
+                 * bounding set empty nothing can be regained. */
                 if (setgroups(c->n_groups, c->groups) < 0) {
                         dprintf(STDERR_FILENO, "cannot set supplementary groups: %s\n", strerror(errno));
                         _exit(126);
@@ -218,10 +239,10 @@ _Noreturn static void child_exec(Child *c, int output_fd, pid_t parent) {
                                 (unsigned) c->gid, strerror(errno));
                         _exit(126);
                 }
-                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-                        dprintf(STDERR_FILENO, "cannot set no_new_privs: %s\n", strerror(errno));
-                        _exit(126);
-                }
+        }
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+                dprintf(STDERR_FILENO, "cannot set no_new_privs: %s\n", strerror(errno));
+                _exit(126);
         }
 
         /* Set after the credential change, which clears it. If `run` is already gone, so be it. */
@@ -467,6 +488,7 @@ int ep_supervisor_add(EpSupervisor *s, const EpChildSpec *spec) {
         c->policy = spec->policy;
         c->unprivileged = spec->unprivileged;
         c->nice = spec->nice;
+        c->capabilities = spec->capabilities;
         c->uid = spec->uid;
         c->gid = spec->gid;
         c->name = strdup(spec->name);

@@ -13,6 +13,7 @@
  * EP_CHILD_ESSENTIAL daemon stops everything. */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
@@ -37,6 +38,10 @@ typedef struct EpChildSpec {
         size_t n_groups;
         char **env;           /* the complete environment */
         int nice;             /* its niceness (setpriority(2)), as its unit's Nice= */
+        /* For a daemon that stays root: its bounding set (bit N: capability N), as its unit's
+         * CapabilityBoundingSet=. An unprivileged one gets none. Either runs with
+         * no_new_privs, as its unit's NoNewPrivileges=yes. */
+        uint64_t capabilities;
 } EpChildSpec;
 
 typedef struct EpSupervisor EpSupervisor;

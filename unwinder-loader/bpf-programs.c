@@ -1,103 +1,77 @@
 /* SPDX-License-Identifier: MIT */
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
-#include <inttypes.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bpf-programs.h"
 #include "log.h"
 #include "macro.h"
+
+#include "prog-list.h"
+#include "prog-list.skel.h"
+
+struct EpBpfLister {
+        struct prog_list *skel;
+        struct bpf_link *link;
+};
+
+EpBpfLister *ep_bpf_lister_free(EpBpfLister *l) {
+        if (!l)
+                return NULL;
+        bpf_link__destroy(l->link);
+        prog_list__destroy(l->skel);
+        free(l);
+        return NULL;
+}
+
+int ep_bpf_lister_new(EpBpfLister **ret) {
+        _cleanup_(ep_bpf_lister_freep) EpBpfLister *l = calloc(1, sizeof *l);
+        if (!l)
+                return -ENOMEM;
+        l->skel = prog_list__open_and_load();
+        if (!l->skel)
+                return -errno;
+        l->link = bpf_program__attach_iter(l->skel->progs.list_bpf_functions, NULL);
+        if (!l->link)
+                return -errno;
+        *ret = TAKE_PTR(l);
+        return 0;
+}
 
 typedef struct FuncList {
         EpBpfFunc *funcs;
         size_t n, cap;
 } FuncList;
 
-static int list_grow(FuncList *l, size_t more) {
-        if (l->n + more <= l->cap)
+static int list_add(FuncList *l, const struct ep_prog_list_record *rec) {
+        if (rec->length == 0 || rec->start == 0) /* interpreted: no machine code of its own */
                 return 0;
-        size_t cap = MAX(l->cap * 2, l->n + more);
-        cap = MAX(cap, (size_t) 64);
-        EpBpfFunc *p = reallocarray(l->funcs, cap, sizeof *p);
-        if (!p)
-                return -ENOMEM;
-        l->funcs = p;
-        l->cap = cap;
-        return 0;
-}
-
-static void format_name(char *buf, const uint8_t tag[BPF_TAG_SIZE], const char *prog_name) {
-        char hex[2 * BPF_TAG_SIZE + 1];
-
-        for (size_t i = 0; i < BPF_TAG_SIZE; i++)
-                snprintf(hex + 2 * i, 3, "%02x", tag[i]);
-        snprintf(buf, EP_BPF_FUNC_NAME_MAX, "bpf_prog_%s%s%s", hex, prog_name[0] ? "_" : "", prog_name);
-}
-
-/* Appends the functions of one program. The kernel fills the arrays only when asked in a second
- * call sized from the first; both counts are fixed once a program is loaded. Returns 0, or
- * -ENOENT when the program went away meanwhile. */
-static int add_program(int fd, uint32_t id, FuncList *l) {
-        struct bpf_prog_info info = {};
-        uint32_t len = sizeof info;
-        int r;
-
-        r = bpf_obj_get_info_by_fd(fd, &info, &len);
-        if (r < 0)
-                return r;
-        uint32_t n = info.nr_jited_ksyms;
-        if (n == 0) /* interpreted: no machine code of its own */
-                return 0;
-        if (info.nr_jited_func_lens != n || n > EP_BPF_FUNCS_MAX)
-                return log_debug_errno(-EBADMSG, "BPF program %" PRIu32 ": %" PRIu32 " functions, %" PRIu32
-                                       " lengths; skipped.", id, n, info.nr_jited_func_lens);
-        if (l->n + n > EP_BPF_FUNCS_MAX)
+        if (l->n >= EP_BPF_FUNCS_MAX)
                 return -E2BIG;
-
-        uint32_t n_tags = info.nr_prog_tags;
-        _cleanup_free_ uint64_t *ksyms = calloc(n, sizeof *ksyms);
-        _cleanup_free_ uint32_t *lens = calloc(n, sizeof *lens);
-        _cleanup_free_ uint8_t *tags = n_tags > 0 ? calloc(n_tags, BPF_TAG_SIZE) : NULL;
-        if (!ksyms || !lens || (n_tags > 0 && !tags))
-                return -ENOMEM;
-
-        char prog_name[BPF_OBJ_NAME_LEN + 1] = {};
-        memcpy(prog_name, info.name, BPF_OBJ_NAME_LEN);
-        uint8_t prog_tag[BPF_TAG_SIZE];
-        memcpy(prog_tag, info.tag, BPF_TAG_SIZE);
-
-        info = (struct bpf_prog_info) {
-                .nr_jited_ksyms = n,
-                .jited_ksyms = (uint64_t) (uintptr_t) ksyms,
-                .nr_jited_func_lens = n,
-                .jited_func_lens = (uint64_t) (uintptr_t) lens,
-                .nr_prog_tags = n_tags,
-                .prog_tags = (uint64_t) (uintptr_t) tags,
-        };
-        len = sizeof info;
-        r = bpf_obj_get_info_by_fd(fd, &info, &len);
-        if (r < 0)
-                return r;
-
-        r = list_grow(l, n);
-        if (r < 0)
-                return r;
-        for (uint32_t i = 0; i < n; i++) {
-                if (ksyms[i] == 0) /* addresses hidden from these credentials */
-                        return -EPERM;
-                if (lens[i] == 0)
-                        continue;
-                EpBpfFunc *f = &l->funcs[l->n++];
-                f->start = ksyms[i];
-                f->length = lens[i];
-                f->prog_id = id;
-                /* prog_tags holds one tag per function (the subprogram's own); older kernels
-                 * have only the program's. */
-                format_name(f->name, n_tags == n ? tags + (size_t) i * BPF_TAG_SIZE : prog_tag, prog_name);
+        if (l->n == l->cap) {
+                size_t cap = MAX(l->cap * 2, (size_t) 64);
+                EpBpfFunc *p = reallocarray(l->funcs, cap, sizeof *p);
+                if (!p)
+                        return -ENOMEM;
+                l->funcs = p;
+                l->cap = cap;
         }
+
+        EpBpfFunc *f = &l->funcs[l->n++];
+        char hex[2 * EP_PROG_LIST_TAG_SIZE + 1];
+        char prog_name[EP_PROG_LIST_NAME_SIZE + 1] = {};
+
+        f->start = rec->start;
+        f->length = rec->length;
+        f->prog_id = rec->prog_id;
+        for (size_t i = 0; i < EP_PROG_LIST_TAG_SIZE; i++)
+                snprintf(hex + 2 * i, 3, "%02x", rec->tag[i]);
+        memcpy(prog_name, rec->prog_name, EP_PROG_LIST_NAME_SIZE);
+        snprintf(f->name, sizeof f->name, "bpf_prog_%s%s%s", hex, prog_name[0] ? "_" : "", prog_name);
         return 0;
 }
 
@@ -106,50 +80,52 @@ static int func_compare(const void *a, const void *b) {
         return x->start < y->start ? -1 : x->start > y->start;
 }
 
-int ep_bpf_programs_list(EpBpfFunc **ret, size_t *ret_n) {
-        _cleanup_free_ EpBpfFunc *funcs = NULL;
-        FuncList l = {};
-        uint32_t id = 0;
-        unsigned seen = 0;
-        int r;
+/* Reads one iteration: records, possibly split across reads, until the end. */
+static int read_records(int fd, FuncList *list) {
+        struct ep_prog_list_record recs[256];
+        size_t have = 0;
 
         for (;;) {
-                r = bpf_prog_get_next_id(id, &id); /* libbpf returns -errno */
-                if (r < 0) {
-                        if (r == -ENOENT) /* the end of the list */
-                                break;
-                        free(l.funcs);
-                        return r;
+                ssize_t k = read(fd, (uint8_t *) recs + have, sizeof recs - have);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                if (k == 0)
+                        return have == 0 ? 0 : -EBADMSG;
+                have += (size_t) k;
+                size_t whole = have / sizeof recs[0];
+                for (size_t i = 0; i < whole; i++) {
+                        int r = list_add(list, &recs[i]);
+                        if (r < 0)
+                                return r;
                 }
-                if (++seen > EP_BPF_PROGRAMS_MAX) {
-                        log_debug("More than %u BPF programs; listing only the first.", EP_BPF_PROGRAMS_MAX);
-                        break;
-                }
-
-                _cleanup_close_ int fd = bpf_prog_get_fd_by_id(id);
-                if (fd < 0) {
-                        r = fd;
-                        if (r == -ENOENT) /* unloaded since get_next_id */
-                                continue;
-                        free(l.funcs);
-                        return r;
-                }
-                r = add_program(fd, id, &l);
-                if (r == -E2BIG) {
-                        log_debug("More than %u BPF functions; listing only the first.", EP_BPF_FUNCS_MAX);
-                        break;
-                }
-                if (r == -EPERM || r == -ENOMEM) {
-                        free(l.funcs);
-                        return r;
-                }
-                /* Anything else concerns that program only (gone meanwhile, odd counts). */
+                have -= whole * sizeof recs[0];
+                memmove(recs, &recs[whole], have);
         }
+}
 
-        funcs = l.funcs;
-        if (l.n > 1)
-                qsort(funcs, l.n, sizeof *funcs, func_compare);
-        *ret = TAKE_PTR(funcs);
-        *ret_n = l.n;
+int ep_bpf_programs_list(EpBpfLister *l, EpBpfFunc **ret, size_t *ret_n) {
+        FuncList list = {};
+        int r;
+
+        if (!l || !l->link)
+                return -EOPNOTSUPP;
+        _cleanup_close_ int fd = bpf_iter_create(bpf_link__fd(l->link));
+        if (fd < 0)
+                return fd; /* libbpf returns -errno */
+        r = read_records(fd, &list);
+        if (r == -E2BIG) {
+                log_debug("More than %u BPF functions; listing only the first.", EP_BPF_FUNCS_MAX);
+                r = 0;
+        }
+        if (r < 0) {
+                free(list.funcs);
+                return r;
+        }
+        if (list.n > 1)
+                qsort(list.funcs, list.n, sizeof *list.funcs, func_compare);
+        *ret = list.funcs;
+        *ret_n = list.n;
         return 0;
 }

@@ -6,13 +6,18 @@
  * gives no sizes; their extents let the symbolizer tell a sample in a listed program from one in
  * code the kernel lists nowhere. Classic BPF filters (seccomp filters, SO_ATTACH_FILTER) are
  * JIT-compiled too but have no program ID, so they are in neither list: checked on Linux 6.18,
- * tests/unit/test-loader-bpf-programs.c. Needs CAP_SYS_ADMIN (BPF_PROG_GET_FD_BY_ID) and
- * CAP_SYSLOG-like credentials for real addresses (the kernel zeroes them otherwise). */
+ * tests/unit/test-loader-bpf-programs.c.
+ *
+ * Listed by a BPF iterator over programs (bpf/prog-list.bpf.c), loaded once at start-up: loading
+ * it is a tracing program's load (CAP_BPF and CAP_PERFMON, which the loader holds then); every
+ * listing after reads a new iterator on its link, which needs no capability. So the loader lists
+ * with the real addresses and without CAP_SYS_ADMIN, which BPF_PROG_GET_NEXT_ID would need. */
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define EP_BPF_PROGRAMS_MAX 65536u  /* programs looked at */
+#include "macro.h"
+
 #define EP_BPF_FUNCS_MAX 65536u     /* functions returned */
 #define EP_BPF_FUNC_NAME_MAX 64     /* "bpf_prog_" + 16 hex + "_" + BPF_OBJ_NAME_LEN, with room */
 
@@ -26,8 +31,15 @@ typedef struct EpBpfFunc {
         char name[EP_BPF_FUNC_NAME_MAX];
 } EpBpfFunc;
 
-/* Lists the functions of all loaded programs, sorted by start. Programs that vanish while they
- * are listed, or that are not JIT-compiled, are left out. Returns 0 (possibly with none),
- * -EPERM when the kernel hides the addresses or refuses the IDs, another negative errno on
- * failure. *ret is freed by the caller. */
-int ep_bpf_programs_list(EpBpfFunc **ret, size_t *ret_n);
+typedef struct EpBpfLister EpBpfLister;
+
+/* Loads and attaches the iterator. Returns 0, or a negative errno (no iter/bpf_prog in this
+ * kernel, not permitted). */
+int ep_bpf_lister_new(EpBpfLister **ret);
+EpBpfLister *ep_bpf_lister_free(EpBpfLister *l);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EpBpfLister *, ep_bpf_lister_free);
+
+/* Lists the functions of all loaded programs, sorted by start. Programs that are not
+ * JIT-compiled are left out. Returns 0 (possibly with none) or a negative errno. *ret is freed
+ * by the caller. */
+int ep_bpf_programs_list(EpBpfLister *l, EpBpfFunc **ret, size_t *ret_n);

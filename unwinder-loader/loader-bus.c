@@ -172,12 +172,13 @@ static int method_list_bpf_programs(sd_bus_message *m, void *userdata, sd_bus_er
         size_t n = 0;
         int r;
 
+        Loader *l = userdata;
         r = check_symbolizer(m, userdata, error, "list BPF programs");
         if (r < 0)
                 return r;
 
         /* Extents the symbolizer needs because kallsyms has no sizes (bpf-programs.h). */
-        r = ep_bpf_programs_list(&funcs, &n);
+        r = ep_bpf_programs_list(l->bpf_lister, &funcs, &n);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Cannot list the loaded BPF programs: %m");
         r = sd_bus_message_new_method_return(m, &reply);

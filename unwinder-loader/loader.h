@@ -9,6 +9,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "bpf-programs.h"
 #include "bpf-setup.h"
 #include "daemon.h"
 #include "proc-maps.h"
@@ -44,6 +45,7 @@ typedef struct Loader {
 
         /* BPF side */
         EpBpf *bpf;
+        EpBpfLister *bpf_lister;   /* ListBpfPrograms; NULL if the kernel refused its iterator */
         struct ring_buffer *bpf_ring;
         sd_event_source *bpf_ring_source;
         sd_event_source *drain_timer;

@@ -372,6 +372,7 @@ static void loader_done(Loader *l) {
         ep_proc_table_free(l->procs); /* before the tables: no forget calls on free */
         ep_tables_free(l->tables);
         ep_bpf_free(l->bpf);
+        ep_bpf_lister_free(l->bpf_lister);
         ep_ring_free(l->ring);
         trace_cache_free(l->trace_cache);
         free(l->proc_scratch);
@@ -460,6 +461,11 @@ int main(int argc, char **argv) {
         r = ep_bpf_start_sampling(l->bpf, l->frequency);
         if (r < 0)
                 goto finish;
+        /* Before CAP_PERFMON goes: the iterator is a tracing program. */
+        r = ep_bpf_lister_new(&l->bpf_lister);
+        if (r < 0)
+                log_warning_errno(r, "Cannot load the iterator over BPF programs, so BPF code will be named "
+                                  "from kallsyms alone (ListBpfPrograms fails): %m");
         drop_startup_capabilities();
 
         r = ep_daemon_setup(&l->daemon, "ebpf-profiler-loader");

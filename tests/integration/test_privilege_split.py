@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (FORK_CHILD, MAPPED_CHILD, Profiler, need_root, read_lines, samples_with_frames,
+from conftest import (BUILD, FORK_CHILD, MAPPED_CHILD, Profiler, need_root, read_lines, samples_with_frames,
                       start_mapped_child, stop_threads, uncached_copy)
 from waiting import wait_until
 
@@ -77,6 +77,46 @@ def pids(profiler):
     found = {d: profiler.daemon_pid(d) for d in DAEMONS}
     assert all(found.values()), found
     return found
+
+
+def capability_numbers():
+    """CAP_* names to bit numbers, from the kernel headers the build used."""
+    header = Path("/usr/include/linux/capability.h").read_text()
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^#define (CAP_[A-Z_]+)\s+(\d+)\s*$", header, re.M)}
+
+
+def loaders_unit_capabilities():
+    """The bit mask of the rendered loader unit's CapabilityBoundingSet=."""
+    unit = (BUILD / "units" / "ebpf-profiler-loader.service").read_text()
+    names = re.search(r"^CapabilityBoundingSet=(.+)$", unit, re.M).group(1).split()
+    numbers = capability_numbers()
+    return sum(1 << numbers[name] for name in names)
+
+
+def test_run_gives_the_loader_its_units_capabilities_and_programs_are_still_listed(profiler):
+    """`ebpf-profiler run` starts the loader with what its unit gives it (CapabilityBoundingSet=,
+    NoNewPrivileges=), not all of root's capabilities; CAP_PERFMON is gone once it samples. Without
+    CAP_SYS_ADMIN, ListBpfPrograms still lists every BPF function with its real extent (the
+    loader's own sampling program among them)."""
+    numbers = capability_numbers()
+    expected = loaders_unit_capabilities()
+    if int(Path("/proc/sys/kernel/perf_event_paranoid").read_text()) > 2:  # run's documented exception
+        expected |= 1 << numbers["CAP_SYS_ADMIN"]
+    status = dict(line.split(":\t", 1) for line in
+                  Path(f"/proc/{pids(profiler)['ebpf-profiler-loader']}/status").read_text().splitlines()
+                  if ":\t" in line)
+    held = {k: int(status[k], 16) for k in ("CapBnd", "CapPrm", "CapEff", "CapInh", "CapAmb")}
+    assert held["CapBnd"] == expected, held
+    assert held["CapPrm"] == held["CapEff"] == expected & ~(1 << numbers["CAP_PERFMON"]), held
+    assert held["CapInh"] == held["CapAmb"] == 0, held
+    assert status["NoNewPrivs"].strip() == "1", status["NoNewPrivs"]
+
+    out = profiler.busctl("--json=short", "call", "org.ebpfprofiler.Loader1", "/org/ebpfprofiler/Loader1",
+                          "org.ebpfprofiler.Loader1", "ListBpfPrograms")
+    funcs = json.loads(out)["data"][0]
+    assert all(start > 0 and length > 0 for start, length, _, _ in funcs), funcs[:5]
+    on_sample = [f for f in funcs if re.fullmatch(r"bpf_prog_[0-9a-f]{16}_on_sample", f[3])]
+    assert on_sample, [f[3] for f in funcs]
 
 
 def probe_as_symbolizer_user(paths):

@@ -83,6 +83,19 @@ else
                 "journalctl -b --no-pager -u ebpf-profiler-loader | tail -20"
 fi
 
+# ---- BPF programs are listed under the unit's capabilities ------------------------------------
+# Without CAP_SYS_ADMIN the kernel refuses BPF_PROG_GET_NEXT_ID; the loader's iterator, loaded at
+# start-up, still lists every program: its own sampling program (on_sample) among them, with a
+# real address.
+busctl --system call org.ebpfprofiler.Loader1 /org/ebpfprofiler/Loader1 org.ebpfprofiler.Loader1 \
+        ListBpfPrograms > /tmp/bpf-programs.txt 2>&1
+if grep -Eq '^a\(ttus\) [1-9][0-9]* ' /tmp/bpf-programs.txt && grep -q '_on_sample"' /tmp/bpf-programs.txt; then
+        ok loader-lists-bpf-programs "$(cut -d' ' -f2 /tmp/bpf-programs.txt) functions"
+else
+        fail loader-lists-bpf-programs "ListBpfPrograms failed or did not list the loader's own on_sample" \
+                "head -c 600 /tmp/bpf-programs.txt" "journalctl -b --no-pager -u ebpf-profiler-loader | tail -20"
+fi
+
 # ---- a workload shows up in `top` -------------------------------------------------------------
 # dd from /dev/zero spends ~80 % of its samples in the kernel (read_zero) under a libc stack; a
 # user-space burner such as sha256sum spent 0.5 %: a 40 s run could hold no kernel frame at all.

@@ -2,23 +2,30 @@
 /* unwinder-loader/bpf-programs.c on this kernel: a two-instruction socket filter loaded here is
  * listed, with a non-zero JIT length at the address kallsyms gives it; classic BPF filters (a
  * seccomp filter in a child, SO_ATTACH_FILTER on a socket) are not: they get no program ID,
- * which is why the symbolizer cannot name them and must not give them a neighbour's name.
- * Needs root; skipped otherwise. */
+ * which is why the symbolizer cannot name them and must not give them a neighbour's name. A
+ * program with a subprogram is listed function by function, as the kernel itself reports it.
+ * The listing works with CAP_BPF alone once the iterator is loaded (the loader's state after
+ * start-up), where BPF_PROG_GET_NEXT_ID is refused. Needs root; skipped otherwise. */
 
 #include <bpf/bpf.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <inttypes.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bpf-programs.h"
 #include "tests.h"
+
+static EpBpfLister *lister;
 
 static int load_tiny(uint32_t *ret_id) {
         const struct bpf_insn insns[] = {
@@ -72,7 +79,7 @@ static bool program_listed(uint32_t id) {
         _cleanup_free_ EpBpfFunc *funcs = NULL;
         size_t n = 0;
 
-        ASSERT_OK(ep_bpf_programs_list(&funcs, &n));
+        ASSERT_OK(ep_bpf_programs_list(lister, &funcs, &n));
         for (size_t i = 0; i < n; i++)
                 if (funcs[i].prog_id == id)
                         return true;
@@ -89,7 +96,7 @@ static void check_listed(void) {
 
         fd = load_tiny(&id);
         ASSERT_OK(fd);
-        ASSERT_OK(ep_bpf_programs_list(&funcs, &n));
+        ASSERT_OK(ep_bpf_programs_list(lister, &funcs, &n));
         ASSERT_TRUE(n >= 1);
         for (size_t i = 0; i < n; i++) {
                 if (i > 0)
@@ -117,13 +124,101 @@ static void check_listed(void) {
         ASSERT_EVENTUALLY(!program_listed(id), 30, "program %u still listed after its last fd was closed", id);
 }
 
+/* main calls sub; both return 0. */
+static int load_with_subprogram(uint32_t *ret_id) {
+        const struct bpf_insn insns[] = {
+                { .code = BPF_JMP | BPF_CALL, .src_reg = BPF_PSEUDO_CALL, .imm = 1 },
+                { .code = BPF_JMP | BPF_EXIT },
+                { .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+                { .code = BPF_JMP | BPF_EXIT },
+        };
+        struct bpf_prog_info info = {};
+        uint32_t len = sizeof info;
+        int fd, r;
+
+        fd = bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, "ep_two", "GPL", insns, ELEMENTSOF(insns), NULL);
+        if (fd < 0)
+                return fd;
+        r = bpf_obj_get_info_by_fd(fd, &info, &len);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        *ret_id = info.id;
+        return fd;
+}
+
+/* What the kernel reports of the program itself, function by function, is what is listed. */
+static void check_subprograms(void) {
+        _cleanup_free_ EpBpfFunc *funcs = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        uint64_t ksyms[2] = {};
+        uint32_t lens[2] = {}, id = 0;
+        size_t n = 0, found = 0;
+
+        fd = load_with_subprogram(&id);
+        ASSERT_OK(fd);
+        struct bpf_prog_info info = {
+                .nr_jited_ksyms = 2, .jited_ksyms = (uint64_t) (uintptr_t) ksyms,
+                .nr_jited_func_lens = 2, .jited_func_lens = (uint64_t) (uintptr_t) lens,
+        };
+        uint32_t len = sizeof info;
+        ASSERT_OK(bpf_obj_get_info_by_fd(fd, &info, &len));
+        ASSERT_TRUE(info.nr_jited_ksyms == 2);
+
+        ASSERT_OK(ep_bpf_programs_list(lister, &funcs, &n));
+        for (size_t i = 0; i < n; i++) {
+                if (funcs[i].prog_id != id)
+                        continue;
+                ASSERT_TRUE(found < 2);
+                ASSERT_TRUE(funcs[i].start == ksyms[found] && funcs[i].length == lens[found]);
+                ASSERT_TRUE(endswith(funcs[i].name, "_ep_two"));
+                found++;
+        }
+        printf("ep_two: %zu functions listed, at 0x%" PRIx64 " and 0x%" PRIx64 "\n", found, ksyms[0], ksyms[1]);
+        ASSERT_TRUE(found == 2);
+}
+
+/* In a child with CAP_BPF alone: the iterator lists the program, BPF_PROG_GET_NEXT_ID does not. */
+static void check_without_sys_admin(void) {
+        _cleanup_close_ int fd = -EBADF;
+        uint32_t id = 0;
+        int status;
+
+        fd = load_tiny(&id);
+        ASSERT_OK(fd);
+        pid_t pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+                struct __user_cap_data_struct c[2] = {};
+                c[CAP_BPF / 32].effective = c[CAP_BPF / 32].permitted = 1u << (CAP_BPF % 32);
+                if (syscall(SYS_capset, &h, c) < 0)
+                        _exit(10);
+                uint32_t next = 0;
+                if (bpf_prog_get_next_id(0, &next) != -EPERM)
+                        _exit(11);
+                _cleanup_free_ EpBpfFunc *funcs = NULL;
+                size_t n = 0;
+                if (ep_bpf_programs_list(lister, &funcs, &n) < 0)
+                        _exit(12);
+                for (size_t i = 0; i < n; i++)
+                        if (funcs[i].prog_id == id && funcs[i].start != 0 && funcs[i].length > 0)
+                                _exit(0);
+                _exit(13);
+        }
+        ASSERT_TRUE(waitpid(pid, &status, 0) == pid);
+        printf("listing with CAP_BPF alone: exit status %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void check_classic_not_listed(void) {
         _cleanup_free_ EpBpfFunc *before = NULL, *during = NULL;
         size_t n_before = 0, n_during = 0;
         int go[2], done[2];
         char c;
 
-        ASSERT_OK(ep_bpf_programs_list(&before, &n_before));
+        ASSERT_OK(ep_bpf_programs_list(lister, &before, &n_before));
 
         /* A socket with a classic filter, here. */
         int sk[2];
@@ -153,7 +248,7 @@ static void check_classic_not_listed(void) {
                 _exit(0);
         }
         ASSERT_TRUE(read(go[0], &c, 1) == 1);
-        ASSERT_OK(ep_bpf_programs_list(&during, &n_during));
+        ASSERT_OK(ep_bpf_programs_list(lister, &during, &n_during));
         ASSERT_TRUE(write(done[1], "x", 1) == 1);
         int status;
         ASSERT_TRUE(waitpid(pid, &status, 0) == pid);
@@ -184,8 +279,12 @@ int main(void) {
                 return 77;
         }
         close(fd);
+        ASSERT_OK(ep_bpf_lister_new(&lister));
 
         check_listed();
+        check_subprograms();
+        check_without_sys_admin();
         check_classic_not_listed();
+        ep_bpf_lister_free(lister);
         return tests_summary("test-loader-bpf-programs");
 }
