@@ -6,7 +6,11 @@
  *   one at a time  each request answered before the next is sent (an idle symbolizer);
  *   queued         as many requests as the ring holds, then answered (a symbolizer behind:
  *                  batches of up to 512, grouped by file).
- * Prints a markdown table (bench/README.md): frames/s, files opened, DWARF handles opened.
+ * Each also with the files parsed in the native worker (symbolizer/native-worker.h; this
+ * program is the worker when run with --native-worker), against the same in-process run: what
+ * the worker's process boundary costs.
+ * Prints a markdown table (bench/README.md): frames/s, files opened, DWARF handles opened (in
+ * this process: the worker's are its own).
  *
  *   bench-symbolize-session [FILE...]     (default: libc, libm, libstdc++, libLLVM, node)
  * BENCH_FRAMES sets the number of frames (default 4000). */
@@ -17,6 +21,7 @@
 #include "bench-offsets.h"
 #include "bench-util.h"
 #include "dwarf-lines.h"
+#include "native-worker.h"
 #include "resolver.h"
 #include "session.h"
 #include "shm-ring.h"
@@ -51,18 +56,26 @@ typedef struct Run {
 
 typedef struct Bench {
         EpResolver *resolver;
+        EpNativeWorker *worker;
         EpSession *session;
         EpRing *req, *resp;
         EpSymStats stats;
 } Bench;
 
-static void bench_open(Bench *b) {
+static void bench_open(Bench *b, bool worker) {
         EpFileSource src = { .open_file = open_file };
         EpResolverConfig config = EP_RESOLVER_CONFIG_DEFAULT;
+        char *argv[] = { (char *) "bench-native-worker", (char *) "--native-worker", NULL };
 
         *b = (Bench) {};
         if (ep_resolver_new(&src, &config, &b->stats, &b->resolver) < 0 ||
-            ep_session_new(NULL, b->resolver, &b->stats, &b->session) < 0 ||
+            (worker && ep_native_worker_new("/proc/self/exe", argv, &src, &b->stats, &b->worker) < 0))
+                abort();
+        if (worker) {
+                EpNativeParser parser = ep_native_worker_parser(b->worker);
+                ep_resolver_set_native_parser(b->resolver, &parser);
+        }
+        if (ep_session_new(NULL, b->resolver, &b->stats, &b->session) < 0 ||
             ep_ring_attach(ep_session_request_memfd(b->session), ep_session_request_eventfd(b->session), &b->req) < 0 ||
             ep_ring_attach(ep_session_response_memfd(b->session), ep_session_response_eventfd(b->session), &b->resp) < 0)
                 abort();
@@ -73,6 +86,7 @@ static void bench_close(Bench *b) {
         ep_ring_free(b->resp);
         ep_session_free(b->session);
         ep_resolver_free(b->resolver);
+        ep_native_worker_free(b->worker);
 }
 
 static bool send_frame(Bench *b, uint64_t cookie, const Frame *f) {
@@ -110,14 +124,14 @@ static size_t drain(Bench *b, size_t *named) {
         return n;
 }
 
-static Run run(const Frame *frames, size_t n, bool queued) {
+static Run run(const Frame *frames, size_t n, bool queued, bool worker) {
         uint64_t dwarf0 = ep_dwarf_opens();
         size_t sent = 0, answered = 0;
         Bench b;
         Run r = {};
 
         opens = 0;
-        bench_open(&b);
+        bench_open(&b, worker);
         double t0 = bench_now_ms();
         while (answered < n) {
                 size_t before = sent + answered;
@@ -150,6 +164,8 @@ static void add_path(const char *p) {
 }
 
 int main(int argc, char **argv) {
+        if (argc == 2 && strcmp(argv[1], "--native-worker") == 0)
+                return ep_native_worker_main(3);
         char *llvm = bench_biggest_llvm();
         const char *env = getenv("BENCH_FRAMES");
         size_t n = env ? strtoul(env, NULL, 10) : 4000;
@@ -185,16 +201,26 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < n; i++)
                 frames[i] = (Frame) { .file = (uint8_t) (i % n_paths + 1), .offset = offsets[i % n_paths][i / n_paths] };
 
-        (void) run(frames, n, true); /* reads the files into the page cache for both runs */
-        Run one = run(frames, n, false), queued = run(frames, n, true);
+        (void) run(frames, n, true, false); /* reads the files into the page cache for all runs */
+        Run runs[2][2]; /* [worker][queued] */
+        for (int w = 0; w < 2; w++)
+                for (int q = 0; q < 2; q++)
+                        runs[w][q] = run(frames, n, q, w);
 
         printf("| %zu files, %zu frames | frames/s | named | files opened | DWARF handles opened |\n"
                "|---|---|---|---|---|\n", n_paths, n);
-        printf("| one at a time | %.0f | %.1f%% | %" PRIu64 " | %" PRIu64 " |\n", n / (one.ms / 1e3),
-               100.0 * (double) one.named / (double) n, one.file_opens, one.dwarf_opens);
-        printf("| queued | %.0f | %.1f%% | %" PRIu64 " | %" PRIu64 " |\n", n / (queued.ms / 1e3),
-               100.0 * (double) queued.named / (double) n, queued.file_opens, queued.dwarf_opens);
-        printf("| queued / one at a time | %.1fx | | | |\n", one.ms / queued.ms);
+        for (int w = 0; w < 2; w++)
+                for (int q = 0; q < 2; q++) {
+                        const Run *r = &runs[w][q];
+                        printf("| %s, %s | %.0f | %.1f%% | %" PRIu64 " | %s%" PRIu64 " |\n",
+                               q ? "queued" : "one at a time", w ? "native worker" : "in process", n / (r->ms / 1e3),
+                               100.0 * (double) r->named / (double) n, r->file_opens, w ? "(worker's) " : "",
+                               r->dwarf_opens);
+                }
+        printf("| queued / one at a time, in process | %.2fx | | | |\n", runs[0][0].ms / runs[0][1].ms);
+        for (int q = 0; q < 2; q++)
+                printf("| native worker / in process, %s | %.2fx | | | |\n", q ? "queued" : "one at a time",
+                       runs[0][q].ms / runs[1][q].ms);
 
         for (size_t f = 0; f < n_paths; f++)
                 free(offsets[f]);

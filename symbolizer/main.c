@@ -17,6 +17,7 @@
 #include "debug-file.h"
 #include "loader-client.h"
 #include "log.h"
+#include "native-worker.h"
 #include "privileges.h"
 #include "resolve-kernel.h"
 #include "resolve-jit.h"
@@ -37,11 +38,13 @@ static const char *arg_collector_user = EP_COLLECTOR_USER;
 static const char *arg_cache_dir = EP_CACHE_DIR;
 static uint64_t arg_cache_max_size = EP_UNWIND_CACHE_DEFAULT_MAX;
 static uint64_t arg_symbol_cache_max_size = EP_SYMBOL_CACHE_DEFAULT_MAX;
+static bool arg_native_worker = false;
 
 typedef struct Manager {
         EpDaemon daemon;
         EpSymStats stats;
         EpResolver *resolver;
+        EpNativeWorker *native_worker; /* the resolver's */
         EpLoaderClient *loader;
         EpSession *session;
         EpUnwindService *unwind;
@@ -69,6 +72,7 @@ static void manager_done(Manager *m) {
         m->session = ep_session_free(m->session);
         m->loader = ep_loader_client_free(m->loader);
         m->resolver = ep_resolver_free(m->resolver);
+        m->native_worker = ep_native_worker_free(m->native_worker);
         m->symbol_cache = ep_symbol_cache_free(m->symbol_cache); /* after the resolver: it writes the queue */
         ep_daemon_done(&m->daemon);
 }
@@ -429,6 +433,31 @@ static void on_loader_changed(bool present, void *userdata) {
                 ep_resolver_source_changed(m->resolver);
 }
 
+/* ---- the native worker ---- */
+
+/* This program again (native-worker.h), with the debug roots and log level it was given. */
+static int native_worker_new(const EpFileSource *source, EpSymStats *stats, EpNativeWorker **ret) {
+        const char *const *roots = ep_debug_roots();
+        char *argv[4 + EP_DEBUG_ROOTS_MAX] = { (char *) program_invocation_short_name, (char *) "--native-worker" };
+        size_t n = 2, first_root;
+        int r;
+
+        if (log_get_max_level() >= LOG_DEBUG)
+                argv[n++] = (char *) "--log-level=debug";
+        first_root = n;
+        for (size_t i = 0; roots[i] && i < EP_DEBUG_ROOTS_MAX; i++)
+                if (asprintf(&argv[n++], "--debug-dir=%s", roots[i]) < 0) {
+                        argv[--n] = NULL;
+                        r = -ENOMEM;
+                        goto finish;
+                }
+        r = ep_native_worker_new("/proc/self/exe", argv, source, stats, ret);
+finish:
+        for (size_t i = first_root; i < n; i++)
+                free(argv[i]);
+        return r;
+}
+
 /* ---- command line ---- */
 
 static void help(void) {
@@ -453,7 +482,9 @@ static void help(void) {
                "                         (default: 64M)\n"
                "     --debug-dir=DIR     Look for separate debug files under DIR (by build ID,\n"
                "                         DIR/.build-id/xx/rest.debug, and by .gnu_debuglink);\n"
-               "                         repeatable or a colon list (default: %s)\n",
+               "                         repeatable or a colon list (default: %s)\n"
+               "     --native-worker     Internal: serve the symbolizer as its native worker on\n"
+               "                         descriptor 3 (the symbolizer starts it)\n",
                program_invocation_short_name, EP_BUS_SYMBOLIZER, EP_SYMBOLIZER_USER, EP_COLLECTOR_USER, EP_CACHE_DIR, EP_DEBUG_ROOT);
 }
 
@@ -466,6 +497,7 @@ enum {
         ARG_CACHE_MAX_SIZE,
         ARG_SYMBOL_CACHE_MAX_SIZE,
         ARG_DEBUG_DIR,
+        ARG_NATIVE_WORKER,
 };
 
 /* "123", "64K", "256M", "1G" (binary multiples). */
@@ -503,6 +535,7 @@ static int parse_argv(int argc, char *argv[], const char **ret_user) {
                 { "cache-max-size", required_argument, NULL, ARG_CACHE_MAX_SIZE },
                 { "symbol-cache-max-size", required_argument, NULL, ARG_SYMBOL_CACHE_MAX_SIZE },
                 { "debug-dir", required_argument, NULL, ARG_DEBUG_DIR },
+                { "native-worker", no_argument, NULL, ARG_NATIVE_WORKER },
                 {},
         };
         int c, level;
@@ -554,6 +587,9 @@ static int parse_argv(int argc, char *argv[], const char **ret_user) {
                                 return -EINVAL;
                         }
                         break;
+                case ARG_NATIVE_WORKER:
+                        arg_native_worker = true;
+                        break;
                 case '?':
                         /* getopt printed what was wrong. */
                         fprintf(stderr, "Try '%s --help'.\n", program_invocation_short_name);
@@ -584,6 +620,8 @@ int main(int argc, char *argv[]) {
         r = ep_drop_privileges(user);
         if (r < 0)
                 return EXIT_FAILURE;
+        if (arg_native_worker)
+                return ep_native_worker_main(3);
 
         r = ep_daemon_setup(&m.daemon, IDENT);
         if (r < 0)
@@ -599,10 +637,14 @@ int main(int argc, char *argv[]) {
         EpFileSource source = ep_loader_client_source(m.loader);
         EpResolverConfig config = EP_RESOLVER_CONFIG_DEFAULT;
         r = ep_resolver_new(&source, &config, &m.stats, &m.resolver);
+        if (r >= 0)
+                r = native_worker_new(&source, &m.stats, &m.native_worker);
         if (r < 0) {
                 log_error_errno(r, "Failed to set up the resolver: %m");
                 goto finish;
         }
+        EpNativeParser parser = ep_native_worker_parser(m.native_worker);
+        ep_resolver_set_native_parser(m.resolver, &parser);
 
         open_symbol_cache(&m);
 

@@ -43,6 +43,8 @@ static void slot_done(GoSlot *s) {
 }
 
 uint64_t ep_resolver_go_malformed(const EpResolver *r) {
+        if (r->native_parser.answer)
+                return r->native_parser.go_malformed(r->native_parser.userdata);
         return r->go ? r->go->malformed : 0;
 }
 

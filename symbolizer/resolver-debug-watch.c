@@ -17,7 +17,6 @@
 #include "debug-file.h"
 #include "file-id.h"
 #include "log.h"
-#include "native-file.h"
 #include "resolver-internal.h"
 
 typedef struct Candidate {
@@ -124,25 +123,20 @@ int ep_resolver_debug_watch(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], Ep
         return 0;
 }
 
-int ep_resolver_debug_watch_elf(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElfFile *elf,
-                                const char *path_hint) {
-        _cleanup_(ep_symbol_file_record_done) EpSymbolFileRecord rec = {};
-        EpNativeDebugInfo info;
+int ep_resolver_debug_watch_record(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], const EpSymbolFileRecord *rec) {
+        _cleanup_(ep_symbol_file_record_done) EpSymbolFileRecord copy = {};
         bool enough;
         int k;
 
-        k = ep_native_debug_info(elf, path_hint, &info);
-        if (k < 0)
-                return k;
-        if (info.outcome != EP_NATIVE_DEBUG_NONE)
+        if (!rec->debug || !streq(rec->debug, EP_SYMBOL_CACHE_DEBUG_NONE))
                 return 0;
-        (void) watch_slot(r, id, info.search_path, &enough);
+        (void) watch_slot(r, id, rec->path, &enough);
         if (enough)
-                return 0; /* watched as well as it can be: no record to build (a hot path) */
-        k = ep_resolver_file_record(elf, &info, &rec);
+                return 0; /* watched as well as it can be (a hot path) */
+        k = ep_symbol_file_record_copy(rec, &copy);
         if (k < 0)
                 return k;
-        return ep_resolver_debug_watch(r, id, &rec);
+        return ep_resolver_debug_watch(r, id, &copy);
 }
 
 /* 1 when w's search names another file than when it was watched, 0 when not (or out of

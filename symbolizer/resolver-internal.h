@@ -9,6 +9,7 @@
 #include "hashmap.h"
 #include "lru.h"
 #include "native-file.h"
+#include "native-worker-wire.h"
 #include "resolver.h"
 #include "symbol-cache.h"
 
@@ -63,6 +64,11 @@ struct EpResolver {
         EpSymbolCache *symbol_cache; /* not owned; NULL: nothing persisted */
         EpHashmap *persisted_files;  /* file ID → PersistedFile, for this session of symbol_cache */
 
+        EpNativeParser native_parser; /* answer NULL: native files are parsed here */
+        /* The record of the last native answer (ep_resolver_native_record_seen()), for persist(). */
+        EpSymbolFileRecord native_record;
+        bool has_native_record;
+
         EpLru *debug_watch;            /* file IDs answered without their debug file */
         DebugWatch *debug_watch_slots; /* ... how to look for it again (resolver-debug-watch.c) */
 };
@@ -97,13 +103,20 @@ int ep_resolver_file_record(EpElfFile *elf, const EpNativeDebugInfo *info, EpSym
 
 /* resolver-debug-watch.c: the files answered without the separate debug file they need,
  * looked for again by ep_resolver_recheck_debug_files(). _watch() takes rec's contents (rec
- * is emptied); _watch_elf() watches elf when its search (with path_hint) found none. Both
- * return 0 or -ENOMEM. */
+ * is emptied); _watch_record() watches the file a native answer was computed from when rec
+ * says its debug file was needed and not found. Both return 0 or -ENOMEM. */
 int ep_resolver_debug_watch_init(EpResolver *r);
 void ep_resolver_debug_watch_free(EpResolver *r);
 int ep_resolver_debug_watch(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpSymbolFileRecord *rec);
-int ep_resolver_debug_watch_elf(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpElfFile *elf,
-                                const char *path_hint);
+int ep_resolver_debug_watch_record(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], const EpSymbolFileRecord *rec);
+
+/* resolve-native.c: a native frame's answer from the file, parsed in this process (the
+ * worker's, or the symbolizer's without one): *a (empty on entry) with its result, whether it
+ * may be cached, and the file's record. Only -ENOMEM is an error. */
+int ep_native_answer(EpResolver *r, const EpSymRequest *req, EpNativeAnswer *a);
+/* What a native answer was computed with: watched for a debug file (when it lacked one) and
+ * kept for persisting the answer. 0 or -ENOMEM. */
+int ep_resolver_native_record_seen(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], const EpSymbolFileRecord *rec);
 
 /* Each fills *out (empty on entry) and sets *ret_cacheable when the answer may be reused for
  * the same key. Only -ENOMEM is returned as an error; everything else is a status. */

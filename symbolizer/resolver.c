@@ -19,18 +19,6 @@ uint64_t ep_resolver_now_ns(void) {
         return ep_now_ns(CLOCK_MONOTONIC);
 }
 
-void ep_sym_result_done(EpSymResult *res) {
-        if (!res)
-                return;
-        for (uint16_t i = 0; i < res->n_lines; i++) {
-                free(res->lines[i].function);
-                free(res->lines[i].file);
-        }
-        free(res->lines);
-        free(res->module);
-        *res = (EpSymResult) {};
-}
-
 uint8_t ep_resolver_missing_status(int error) {
         return ep_error_passing(error) ? EP_SYM_RETRY : EP_SYM_NO_FILE;
 }
@@ -93,6 +81,7 @@ EpResolver *ep_resolver_free(EpResolver *r) {
                 for (uint32_t i = 0; i < r->config.max_results; i++)
                         ep_sym_result_done(&r->result_slots[i]);
         ep_sym_result_done(&r->scratch);
+        ep_symbol_file_record_done(&r->native_record);
         free(r->file_slots);
         free(r->result_slots);
         ep_lru_free(r->files);
@@ -116,10 +105,16 @@ uint32_t ep_resolver_cache_entries(const EpResolver *r) {
 }
 
 uint32_t ep_resolver_files_open(const EpResolver *r) {
-        return r->files_open;
+        return r->native_parser.answer ? r->native_parser.files_open(r->native_parser.userdata) : r->files_open;
+}
+
+void ep_resolver_set_native_parser(EpResolver *r, const EpNativeParser *p) {
+        r->native_parser = p ? *p : (EpNativeParser) {};
 }
 
 void ep_resolver_source_changed(EpResolver *r) {
+        if (r->native_parser.answer)
+                r->native_parser.source_changed(r->native_parser.userdata);
         for (uint32_t i = 0; i < r->config.max_files; i++) {
                 const void *key = ep_lru_slot_key(r->files, i);
 
@@ -321,6 +316,8 @@ void ep_resolver_forget_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE]) {
         int slot, k;
 
         drop_results_where(r, EP_FRAME_NATIVE, id);
+        if (r->native_parser.answer)
+                r->native_parser.forget_file(r->native_parser.userdata, id);
         slot = ep_lru_remove(r->files, id);
         if (slot >= 0)
                 file_entry_done(r, &r->file_slots[slot]); /* its debug search with it (native-file.c) */
@@ -387,8 +384,11 @@ static const char *debug_outcome_name(const EpNativeDebugInfo *info) {
 }
 
 /* Tells records apart that differ in what was searched or found. */
-static uint8_t record_mark(const EpNativeDebugInfo *info) {
-        return (uint8_t) (1 + 2 * info->outcome + !!info->search_path);
+static uint8_t record_mark(const EpSymbolFileRecord *rec) {
+        EpNativeDebug outcome = streq(rec->debug, EP_SYMBOL_CACHE_DEBUG_NOT_NEEDED) ? EP_NATIVE_DEBUG_NOT_NEEDED :
+                                streq(rec->debug, EP_SYMBOL_CACHE_DEBUG_NONE)       ? EP_NATIVE_DEBUG_NONE :
+                                                                                     EP_NATIVE_DEBUG_FOUND;
+        return (uint8_t) (1 + 2 * outcome + !!rec->path);
 }
 
 /* Would the debug search come out as recorded with the current roots? The lookup is redone
@@ -495,39 +495,44 @@ int ep_resolver_file_record(EpElfFile *elf, const EpNativeDebugInfo *info, EpSym
         return 0;
 }
 
-/* Queues the file's record (symbol-cache.h) when this session has not yet, or when what its
- * answers are computed with changed since: before the answer, so that rows computed with an
- * earlier outcome are dropped and this one is kept. */
-static int record_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], const char *path_hint) {
-        _cleanup_(ep_symbol_file_record_done) EpSymbolFileRecord rec = {};
-        EpNativeDebugInfo info;
+/* Queues the record of the native answer just computed (symbol-cache.h) when this session has
+ * not yet, or when what the file's answers are computed with changed since: before the answer,
+ * so that rows computed with an earlier outcome are dropped and this one is kept. */
+static int record_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE]) {
         PersistedFile *pf;
-        EpElfFile *elf;
-        int slot, k;
+        int k;
 
-        /* Open: the answer was just computed from it. */
-        slot = ep_lru_get(r->files, id);
-        if (slot < 0 || r->file_slots[slot].state != FILE_OPEN)
+        if (!r->has_native_record)
                 return 0;
-        elf = r->file_slots[slot].elf;
-        k = ep_native_debug_info(elf, path_hint, &info);
-        if (k < 0)
-                return k;
         k = ep_hashmap_put(r->persisted_files, id, (void **) &pf);
         if (k < 0)
                 return k;
-        if (pf->recorded == record_mark(&info))
+        uint8_t mark = record_mark(&r->native_record);
+        if (pf->recorded == mark)
                 return 0;
-
-        k = ep_resolver_file_record(elf, &info, &rec);
-        if (k < 0)
-                return k;
-        k = ep_symbol_cache_put_file(r->symbol_cache, id, &rec);
+        k = ep_symbol_cache_put_file(r->symbol_cache, id, &r->native_record);
         if (k < 0)
                 return k;
         /* Not `checked`: until the queue is written, the table still holds the old record, and
          * rows of another session computed with it may be hit before that. */
-        pf->recorded = record_mark(&info);
+        pf->recorded = mark;
+        return 0;
+}
+
+int ep_resolver_native_record_seen(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], const EpSymbolFileRecord *rec) {
+        int k;
+
+        k = ep_resolver_debug_watch_record(r, id, rec);
+        if (k < 0)
+                return k;
+        ep_symbol_file_record_done(&r->native_record);
+        r->has_native_record = false;
+        if (!r->symbol_cache)
+                return 0; /* nothing to persist */
+        k = ep_symbol_file_record_copy(rec, &r->native_record);
+        if (k < 0)
+                return k;
+        r->has_native_record = true;
         return 0;
 }
 
@@ -537,7 +542,7 @@ static void persist(EpResolver *r, const EpSymRequest *req, const ResultKey *key
 
         if (!cache || !persistable(key, &r->scratch))
                 return;
-        k = record_file(r, key->file_id, req->path);
+        k = record_file(r, key->file_id);
         if (k < 0 && k != -ENOENT)
                 log_once_errno(LOG_WARNING, k, "Cannot queue a file record for the persisted cache: %m");
         k = ep_symbol_cache_put(cache, key->file_id, key->addr, key->flags, &r->scratch);
@@ -561,6 +566,7 @@ int ep_resolver_symbolize(EpResolver *r, const EpSymRequest *req, const EpSymRes
         }
 
         ep_sym_result_done(&r->scratch);
+        r->has_native_record = false;
         k = persisted_lookup(r, &key);
         if (k < 0)
                 return k;
@@ -587,11 +593,10 @@ int ep_resolver_symbolize(EpResolver *r, const EpSymRequest *req, const EpSymRes
         return 0;
 }
 
-int ep_resolver_file_info(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE], EpFileInfo *ret) {
+/* ep_resolver_file_info() from a file parsed here. */
+static int file_info_here(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE], EpFileInfo *ret) {
         EpElfFile *elf;
         int k;
-
-        *ret = (EpFileInfo) {};
 
         k = ep_resolver_get_file(r, file_id, &elf);
         if (k == -ENOMEM)
@@ -610,7 +615,17 @@ int ep_resolver_file_info(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE],
                 } else
                         ret->status = EP_SYM_OK;
         }
+        return 0;
+}
 
+int ep_resolver_file_info(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE], EpFileInfo *ret) {
+        int k;
+
+        *ret = (EpFileInfo) {};
+        k = r->native_parser.answer ? r->native_parser.file_info(r->native_parser.userdata, file_id, ret)
+                                    : file_info_here(r, file_id, ret);
+        if (k < 0)
+                return k;
         if (ret->status != EP_SYM_OK && r->stats)
                 ep_sym_stats_count(r->stats, ret->status);
         return 0;

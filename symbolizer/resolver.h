@@ -120,6 +120,24 @@ int ep_resolver_file_info(EpResolver *r, const uint8_t file_id[EP_FILE_ID_SIZE],
  * queues final native answers to it. Not owned: it must outlive the resolver or be detached. */
 void ep_resolver_set_symbol_cache(EpResolver *r, EpSymbolCache *cache);
 
+/* A parser of native files in another process (native-worker.h), which the resolver asks
+ * instead of parsing them itself. answer: a native frame's answer, as the resolver's own
+ * (native-worker-wire.h; only -ENOMEM is an error); file_info: as ep_resolver_file_info();
+ * forget_file, source_changed: as the resolver's own; files_open, go_malformed: its counts. */
+typedef struct EpNativeAnswer EpNativeAnswer;
+typedef struct EpNativeParser {
+        int (*answer)(void *userdata, const EpSymRequest *req, EpNativeAnswer *ret);
+        int (*file_info)(void *userdata, const uint8_t file_id[EP_FILE_ID_SIZE], EpFileInfo *ret);
+        void (*forget_file)(void *userdata, const uint8_t file_id[EP_FILE_ID_SIZE]);
+        void (*source_changed)(void *userdata);
+        uint32_t (*files_open)(void *userdata);
+        uint64_t (*go_malformed)(void *userdata);
+        void *userdata;
+} EpNativeParser;
+
+/* Native files are parsed by p from now on (NULL: in this process). */
+void ep_resolver_set_native_parser(EpResolver *r, const EpNativeParser *p);
+
 /* The file source changed (the loader came back): forget files it could not open. */
 void ep_resolver_source_changed(EpResolver *r);
 

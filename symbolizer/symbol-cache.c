@@ -89,15 +89,6 @@ struct EpSymbolCache {
         EpSymbolCacheInfo info;
 };
 
-void ep_symbol_file_record_done(EpSymbolFileRecord *rec) {
-        if (!rec)
-                return;
-        free(rec->debuglink);
-        free(rec->path);
-        free(rec->debug);
-        *rec = (EpSymbolFileRecord) {};
-}
-
 static void pending_clear(EpSymbolCache *c) {
         for (size_t i = 0; i < c->n_pending; i++) {
                 free(c->pending[i].module);

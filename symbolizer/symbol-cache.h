@@ -90,6 +90,8 @@ typedef struct EpSymbolFileRecord {
 } EpSymbolFileRecord;
 
 void ep_symbol_file_record_done(EpSymbolFileRecord *rec);
+/* A copy of rec: 0 and *ret, or -ENOMEM. */
+int ep_symbol_file_record_copy(const EpSymbolFileRecord *rec, EpSymbolFileRecord *ret);
 
 /* Opens or creates <dir>/symbols.db. With an event loop, queued writes are flushed from it;
  * without one (tests, tools) only ep_symbol_cache_flush() and _free() write. -errno when the
