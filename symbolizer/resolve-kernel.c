@@ -41,6 +41,9 @@
 /* What a sample in BPF code no program list has is called: almost always a classic BPF filter
  * (the caller frame tells which: __seccomp_filter, sk_filter_trim_cap, ...). */
 #define UNLISTED_NAME "[bpf] unlisted program"
+/* x86-64: the end of the module area (MODULES_END, arch/x86/include/asm/pgtable_64_types.h);
+ * the fixmap and vsyscall page follow. */
+#define EP_KERNEL_MODULES_END UINT64_C(0xffffffffff000000)
 
 struct ResolverKernel {
         EpKernelPolicy policy;
@@ -308,6 +311,12 @@ static void apply_bpf_extents(const ResolverKernel *kr, uint64_t addr, Hit *hit)
          * its name: there is nothing to bound it with. */
         if (hit->kind == HIT_DYNAMIC && program_starts_at(kr, hit->sym))
                 *hit = (Hit) { .kind = HIT_BPF_UNLISTED, .name = UNLISTED_NAME, .module = "bpf", .sym = hit->sym };
+        /* Nothing at all: code in the module area (where the kernel puts modules and BPF code)
+         * with no kallsyms symbol close enough below it and in no module's range. The kernel
+         * lists all code there in kallsyms but classic BPF filters, which it JIT-compiles there
+         * too: a filter placed below every listed program, or far past the last one. */
+        if (hit->kind == HIT_NONE && kr->text_end != 0 && addr >= kr->text_end && addr < EP_KERNEL_MODULES_END)
+                *hit = (Hit) { .kind = HIT_BPF_UNLISTED, .name = UNLISTED_NAME, .module = "bpf", .sym = addr };
 }
 
 static void lookup(const ResolverKernel *kr, uint64_t addr, Hit *ret) {

@@ -169,6 +169,10 @@ static void check_extents(void) {
         check_named(r, BASE + 0x3900, 0, "mymod_last", "mymod");
         /* vmlinux is not touched. */
         check_ok(r, 0xffffffff81000180, "__seccomp_filter");
+        /* A filter below every listed program, or far past the last one: no kallsyms symbol
+         * close enough, in no module; still no one else's name. */
+        check_ok(r, BASE - 0x10000, UNLISTED);
+        check_ok(r, BASE + 0x400000, UNLISTED);
 
         /* Nothing in BPF code is cached; the vmlinux and module answers are. */
         CHECK_INT(ep_resolver_cache_entries(r), 3);
