@@ -22,6 +22,9 @@
 #include "native-worker.h"
 
 #define POLL_SLICE_MS 1000 /* how often a request's CPU time is looked at */
+#define START_BACKOFF_MIN_NS (1 * NSEC_PER_SEC)
+#define START_BACKOFF_MAX_NS (60 * NSEC_PER_SEC)
+#define NEED_FILE_MAX 2 /* files a worker may ask for per request: the request's, and once more */
 
 struct EpNativeWorker {
         char *path;
@@ -34,6 +37,9 @@ struct EpNativeWorker {
         int sock;
         clockid_t cpu_clock;
         uint64_t started;
+        /* A worker that could not start is not tried again before next_start_ns (CLOCK_MONOTONIC):
+         * no fork and no log line per frame while, say, its program cannot be executed. */
+        uint64_t next_start_ns, start_backoff_ns;
 
         EpWriter w;
         uint8_t *buf;
@@ -200,17 +206,18 @@ static uint64_t worker_cpu_usec(const EpNativeWorker *w) {
         return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
 }
 
-/* Hands the worker the file it asked for (or why not). */
-static int give_file(EpNativeWorker *w, const uint8_t *msg, size_t size) {
+/* Hands the worker the file it asked for (or why not). It may ask only for the file of the
+ * request it works on: a worker taken over by one file gets no other. */
+static int give_file(EpNativeWorker *w, const uint8_t file_id[EP_FILE_ID_SIZE], const uint8_t *msg, size_t size) {
         EpNativeRequest need;
         int k;
 
         k = ep_native_get_request(msg, size, &need);
-        if (k < 0 || need.type != EP_NATIVE_NEED_FILE) {
-                if (k >= 0)
-                        free(need.path);
-                return k < 0 ? k : -EBADMSG;
-        }
+        if (k < 0)
+                return k;
+        free(need.path);
+        if (need.type != EP_NATIVE_NEED_FILE || memcmp(need.file_id, file_id, EP_FILE_ID_SIZE) != 0)
+                return -EBADMSG;
         _cleanup_close_ int fd = w->source.open_file(w->source.userdata, need.file_id);
         ep_writer_reset(&w->w);
         ep_native_put_file(&w->w, MIN(fd, 0));
@@ -222,7 +229,27 @@ static int give_file(EpNativeWorker *w, const uint8_t *msg, size_t size) {
  * -ECONNRESET (the worker broke or died): the worker is stopped, and the request is what failed
  * it; -ETIMEDOUT (no answer in EP_NATIVE_WORKER_WALL_USEC: the machine may be stuck), or another
  * error of starting or reaching it: stopped too, but no fault of the request. */
+/* Starts a worker unless one failed to start a moment ago. */
+static int worker_start_when_due(EpNativeWorker *w) {
+        uint64_t now = ep_clock_ns(CLOCK_MONOTONIC);
+        int k;
+
+        if (now < w->next_start_ns)
+                return -ESRCH;
+        k = worker_start(w);
+        if (k < 0) {
+                w->start_backoff_ns = MIN(MAX(w->start_backoff_ns * 2, START_BACKOFF_MIN_NS), START_BACKOFF_MAX_NS);
+                w->next_start_ns = now + w->start_backoff_ns;
+                log_warning_errno(k, "Cannot start the native worker, native frames are answered RETRY for %u s: %m",
+                                  (unsigned) (w->start_backoff_ns / NSEC_PER_SEC));
+                return -ESRCH; /* not the request's doing */
+        }
+        w->start_backoff_ns = 0;
+        return 0;
+}
+
 static int worker_call(EpNativeWorker *w, const EpNativeRequest *req, uint8_t want, size_t *ret_size) {
+        unsigned files_given = 0;
         int k;
 
         ep_writer_reset(&w->w);
@@ -232,11 +259,9 @@ static int worker_call(EpNativeWorker *w, const EpNativeRequest *req, uint8_t wa
         for (unsigned attempt = 0;; attempt++) {
                 bool fresh = w->pid <= 0;
                 if (fresh) {
-                        k = worker_start(w);
-                        if (k < 0) {
-                                log_warning_errno(k, "Cannot start the native worker: %m");
-                                return -ESRCH; /* not this request's doing */
-                        }
+                        k = worker_start_when_due(w);
+                        if (k < 0)
+                                return k;
                 }
                 k = ep_native_send(w->sock, &w->w, -1);
                 if (k >= 0)
@@ -271,7 +296,9 @@ static int worker_call(EpNativeWorker *w, const EpNativeRequest *req, uint8_t wa
                         *ret_size = size;
                         return 0;
                 }
-                k = w->buf[0] == EP_NATIVE_NEED_FILE ? give_file(w, w->buf, size) : -EBADMSG;
+                k = w->buf[0] == EP_NATIVE_NEED_FILE && files_given++ < NEED_FILE_MAX
+                            ? give_file(w, req->file_id, w->buf, size)
+                            : -EBADMSG;
         }
         worker_stop(w);
         return k;

@@ -6,7 +6,8 @@
  * while idle or cannot start costs no file anything.
  *
  * This program is also the worker: run with --native-worker it serves as the symbolizer's
- * does, with --misbehave=HOW it serves but misbehaves on file 7 (crash, garbage, spin). */
+ * does, with --misbehave=HOW it serves but misbehaves on file 7 (crash, garbage, spin, asks
+ * for another file than the request's). */
 
 #include <dirent.h>
 #include <signal.h>
@@ -228,7 +229,8 @@ static void check_holds_nothing(void) {
 }
 
 /* HOW on file 7 costs it RETRY, then BAD_FILE (without a worker from then on); other files
- * are named all along, by a new worker after each failure. */
+ * are named all along, by a new worker after each failure. A worker asking for a file other
+ * than its request's gets none: it is taken for a broken one. */
 static void check_misbehaving(const char *how) {
         char arg[64];
         Setup s;
@@ -297,6 +299,17 @@ static int misbehave(const char *how) {
                         if (streq(how, "spin"))
                                 for (volatile unsigned long n = 0;; n++)
                                         ;
+                        if (streq(how, "other-file")) {
+                                /* another file than the request's: refused as a broken worker */
+                                EpNativeRequest need = { .type = EP_NATIVE_NEED_FILE, .file_id = { 1 } };
+                                EpWriter w;
+                                ep_writer_init_dynamic(&w);
+                                ep_native_put_request(&w, &need);
+                                (void) ep_native_send(3, &w, -1);
+                                ep_writer_done(&w);
+                                (void) ep_native_recv(3, &buf, &size, &fd, -1);
+                                return EXIT_FAILURE;
+                        }
                         /* garbage: an answer with a status that does not exist */
                         EpWriter w;
                         ep_writer_init_dynamic(&w);
@@ -334,6 +347,7 @@ int main(int argc, char *argv[]) {
         check_misbehaving("crash");
         check_misbehaving("garbage");
         check_misbehaving("spin");
+        check_misbehaving("other-file");
         check_not_the_files_fault();
         unlink(bad);
         TEST_DONE("test-symbolizer-native-worker");
