@@ -425,7 +425,8 @@ def test_callback_from_c(session, profiler, name, workload):
     assert in_callback + in_caller >= SHARE * total and in_callback >= 0.3 * total, (
         f"{name} {workload}: {in_callback} samples in {callback} with the whole chain and native frames of "
         f"{report['native']} between it and {want[1][0]}, {in_caller} in {want[1][0]}, of {total}; "
-        f"expected chain {want}; other stacks: {bad.most_common(3)}")
+        f"expected chain {want}; other stacks: {bad.most_common(3)}; why code objects went unnamed "
+        f"(invalid-code, read-errors, not-python): {profiler.prop('Symbolizer', 'PythonCounters')}")
 
 
 CHAIN_CASES = [(name, w) for name in sorted(PYTHONS) for w in ("generator", "coroutine")]
