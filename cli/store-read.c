@@ -521,13 +521,16 @@ static int read_summary(sqlite3 *db, const EpStoreFilter *f, EpStoreSummary *ret
                 return r;
         if (sqlite3_step(st) != SQLITE_ROW)
                 return sql_error(db, "summarizing samples");
+        /* TOTAL() is a double; over a damaged store (negative counts) it may be below zero,
+         * which no unsigned count holds. */
+        double samples = sqlite3_column_double(st, 5);
         *ret = (EpStoreSummary) {
                 .first_ns = (uint64_t) sqlite3_column_int64(st, 0),
                 .last_ns = (uint64_t) sqlite3_column_int64(st, 1),
                 .intervals = (uint64_t) sqlite3_column_int64(st, 2),
                 .processes = (uint64_t) sqlite3_column_int64(st, 3),
                 .stacks = (uint64_t) sqlite3_column_int64(st, 4),
-                .samples = (uint64_t) sqlite3_column_double(st, 5),
+                .samples = samples > 0 && samples < 0x1p64 ? (uint64_t) samples : 0,
         };
         return 0;
 }
