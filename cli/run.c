@@ -31,6 +31,7 @@
 #include "spawn-util.h"
 #include "store-read.h"
 #include "supervisor.h"
+#include "sysctl.h"
 #include "view-options.h"
 
 #define POLICY_NAME "org.ebpfprofiler.conf"
@@ -84,13 +85,12 @@ static const struct {
 static uint64_t loader_capabilities(void) {
         static const int caps[] = { EP_LOADER_CAPABILITIES };
         uint64_t mask = 0;
-        int paranoid;
+        long paranoid;
 
         for (size_t i = 0; i < ELEMENTSOF(caps); i++)
                 mask |= UINT64_C(1) << caps[i];
-        _cleanup_fclose_ FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
-        if (f && fscanf(f, "%d", &paranoid) == 1 && paranoid > 2) {
-                log_notice("kernel.perf_event_paranoid is %d: the loader gets CAP_SYS_ADMIN, since only that "
+        if (ep_sysctl_int("kernel/perf_event_paranoid", &paranoid) >= 0 && paranoid > 2) {
+                log_notice("kernel.perf_event_paranoid is %ld: the loader gets CAP_SYS_ADMIN, since only that "
                            "opens perf events then (the package's sysctl.d drop-in sets 2).", paranoid);
                 mask |= UINT64_C(1) << CAP_SYS_ADMIN;
         }

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "spawn-util.h"
 #include "supervisor.h"
+#include "sysctl.h"
 
 #define STARTUP_FAILURES 5
 #define STARTUP_WINDOW_NSEC (10 * NSEC_PER_SEC)
@@ -186,14 +187,11 @@ static int on_output(sd_event_source *source, int fd, uint32_t revents, void *us
 static int limit_capabilities(uint64_t keep) {
         struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
         struct __user_cap_data_struct d[2];
+        int r;
 
-        for (unsigned long cap = 0; cap < 64; cap++) {
-                int in_set = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
-                if (in_set < 0) /* past cap_last_cap */
-                        break;
-                if (in_set && !(keep & (UINT64_C(1) << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-                        return -errno;
-        }
+        r = ep_bounding_set_limit(keep);
+        if (r < 0)
+                return r;
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
                 return -errno;
         if (syscall(SYS_capget, &h, d) < 0)

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "log.h"
 #include "privileges.h"
+#include "sysctl.h"
 
 static int caps_get(struct __user_cap_data_struct data[2]) {
         struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
@@ -30,18 +31,6 @@ int ep_have_capabilities(void) {
                 if (data[i].effective || data[i].permitted)
                         return 1;
         return 0;
-}
-
-static void drop_bounding_set(void) {
-        /* Needs CAP_SETPCAP; without it the bounding set stays, which is harmless once the
-         * permitted set is empty and no_new_privs is set. */
-        for (unsigned long cap = 0; cap <= 63; cap++) {
-                int in_set = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
-                if (in_set < 0)
-                        break; /* past the last capability this kernel knows */
-                if (in_set > 0 && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-                        break; /* EPERM: not ours to drop */
-        }
 }
 
 static int switch_user(const char *user) {
@@ -72,7 +61,9 @@ int ep_drop_privileges(const char *user) {
         struct __user_cap_data_struct none[2] = {};
         int r;
 
-        drop_bounding_set();
+        /* Needs CAP_SETPCAP; without it the bounding set stays, which is harmless once the
+         * permitted set is empty and no_new_privs is set. */
+        (void) ep_bounding_set_limit(0);
         (void) prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
         (void) prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
 

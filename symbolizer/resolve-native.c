@@ -108,7 +108,7 @@ int ep_resolve_native(EpResolver *r, const EpSymRequest *req, EpSymResult *out, 
         if (k < 0)
                 return k;
         if (a.has_record) {
-                k = ep_resolver_native_record_seen(r, req->file_id, &a.record);
+                k = ep_resolver_native_record_take(r, req->file_id, &a.record);
                 if (k < 0)
                         return k;
         }

@@ -65,7 +65,7 @@ struct EpResolver {
         EpHashmap *persisted_files;  /* file ID → PersistedFile, for this session of symbol_cache */
 
         EpNativeParser native_parser; /* answer NULL: native files are parsed here */
-        /* The record of the last native answer (ep_resolver_native_record_seen()), for persist(). */
+        /* The record of the last native answer (ep_resolver_native_record_take()), for persist(). */
         EpSymbolFileRecord native_record;
         bool has_native_record;
 
@@ -115,8 +115,8 @@ int ep_resolver_debug_watch_record(EpResolver *r, const uint8_t id[EP_FILE_ID_SI
  * may be cached, and the file's record. Only -ENOMEM is an error. */
 int ep_native_answer(EpResolver *r, const EpSymRequest *req, EpNativeAnswer *a);
 /* What a native answer was computed with: watched for a debug file (when it lacked one) and
- * kept for persisting the answer. 0 or -ENOMEM. */
-int ep_resolver_native_record_seen(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], const EpSymbolFileRecord *rec);
+ * kept for persisting the answer (rec's contents are taken; rec is emptied). 0 or -ENOMEM. */
+int ep_resolver_native_record_take(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpSymbolFileRecord *rec);
 
 /* Each fills *out (empty on entry) and sets *ret_cacheable when the answer may be reused for
  * the same key. Only -ENOMEM is returned as an error; everything else is a status. */

@@ -519,19 +519,15 @@ static int record_file(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE]) {
         return 0;
 }
 
-int ep_resolver_native_record_seen(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], const EpSymbolFileRecord *rec) {
+int ep_resolver_native_record_take(EpResolver *r, const uint8_t id[EP_FILE_ID_SIZE], EpSymbolFileRecord *rec) {
         int k;
 
         k = ep_resolver_debug_watch_record(r, id, rec);
         if (k < 0)
                 return k;
         ep_symbol_file_record_done(&r->native_record);
-        r->has_native_record = false;
-        if (!r->symbol_cache)
-                return 0; /* nothing to persist */
-        k = ep_symbol_file_record_copy(rec, &r->native_record);
-        if (k < 0)
-                return k;
+        r->native_record = *rec;
+        *rec = (EpSymbolFileRecord) {};
         r->has_native_record = true;
         return 0;
 }

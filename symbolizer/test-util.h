@@ -13,6 +13,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "macro.h"
+#include "resolver.h"
+
 static unsigned test_checks;
 
 #define TEST_FAIL(...)                                                         \
@@ -82,24 +85,53 @@ static inline const char *test_env(const char *name) {
         return v;
 }
 
-/* File offset of symbol in the test target, as the target itself reports it when run as
- * `TARGET offsets` (one "name offset" line per function). */
-static inline uint64_t test_target_offset(const char *target, const char *symbol) {
+typedef struct TestOffset {
+        char name[64];
+        uint64_t offset;
+} TestOffset;
+
+/* The file offsets the test target reports when run as `TARGET offsets` (one "name offset"
+ * line per function): at most max of them into ret; returns how many. */
+static inline size_t test_target_offsets(const char *target, TestOffset *ret, size_t max) {
         char cmd[4096], line[256];
-        uint64_t found = 0;
+        size_t n = 0;
 
         snprintf(cmd, sizeof cmd, "'%s' offsets", target);
         FILE *p = popen(cmd, "r");
         CHECK(p);
-        while (fgets(line, sizeof line, p)) {
+        while (fgets(line, sizeof line, p) && n < max) {
                 unsigned long long off;
-                char name[64];
-                if (sscanf(line, "%63s %llu", name, &off) == 2 && strcmp(name, symbol) == 0)
-                        found = off;
+                if (sscanf(line, "%63s %llu", ret[n].name, &off) == 2)
+                        ret[n++].offset = off;
         }
         pclose(p);
+        return n;
+}
+
+/* ... of one symbol. */
+static inline uint64_t test_target_offset(const char *target, const char *symbol) {
+        TestOffset o[32];
+        size_t n = test_target_offsets(target, o, ELEMENTSOF(o));
+        uint64_t found = 0;
+
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(o[i].name, symbol) == 0)
+                        found = o[i].offset;
         CHECK(found > 0);
         return found;
+}
+
+/* Two answers are the same, line by line. */
+static inline void test_check_same_result(const EpSymResult *a, const EpSymResult *b) {
+        CHECK_INT(a->status, b->status);
+        CHECK_U64(a->elf_addr, b->elf_addr);
+        CHECK_STR(a->module, b->module);
+        CHECK_INT(a->n_lines, b->n_lines);
+        for (uint16_t i = 0; i < a->n_lines; i++) {
+                CHECK_STR(a->lines[i].function, b->lines[i].function);
+                CHECK_STR(a->lines[i].file, b->lines[i].file);
+                CHECK_INT(a->lines[i].line, b->lines[i].line);
+        }
 }
 
 /* A memfd holding text, positioned at its start (as the loader hands files over): a new fd or

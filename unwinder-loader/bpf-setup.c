@@ -13,6 +13,7 @@
 #include "native-unwind.h"
 #include "profiler.skel.h"
 #include "ring-size.h"
+#include "sysctl.h"
 
 #define MAX_CPUS 4096
 
@@ -184,20 +185,18 @@ static int online_cpus(bool *online, size_t n) {
 }
 
 static int perf_error(int cpu, int error) {
-        _cleanup_fclose_ FILE *f = NULL;
-        int paranoid = 99;
+        long paranoid;
 
         if (error != EACCES && error != EPERM)
                 return log_error_errno(error, "perf_event_open() of the CPU clock on CPU %d failed: %m", cpu);
-        f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
-        if (!f || fscanf(f, "%d", &paranoid) != 1)
+        if (ep_sysctl_int("kernel/perf_event_paranoid", &paranoid) < 0)
                 paranoid = 99;
         if (paranoid >= 3)
                 /* Debian's and Ubuntu's kernels add level 3: only CAP_SYS_ADMIN may open perf
                  * events then, CAP_PERFMON is not enough. */
                 return log_error_errno(error,
                                        "perf events are blocked: perf_event_open() on CPU %d failed (%m) because "
-                                       "kernel.perf_event_paranoid is %d; at 3 and above this distribution's "
+                                       "kernel.perf_event_paranoid is %ld; at 3 and above this distribution's "
                                        "kernel admits only CAP_SYS_ADMIN. The package ships "
                                        "/usr/lib/sysctl.d/60-ebpf-profiler.conf setting it to 2 (the upstream "
                                        "default): apply it with 'sysctl --system', or check for a file that "
@@ -206,7 +205,7 @@ static int perf_error(int cpu, int error) {
                                        cpu, paranoid);
         return log_error_errno(error,
                                "perf events are blocked: perf_event_open() on CPU %d failed (%m); "
-                               "kernel.perf_event_paranoid is %d. System-wide sampling needs CAP_PERFMON "
+                               "kernel.perf_event_paranoid is %ld. System-wide sampling needs CAP_PERFMON "
                                "(or CAP_SYS_ADMIN, or root); without it, set sysctl kernel.perf_event_paranoid=-1. "
                                "In a container, allow perf_event_open() (seccomp) as well.",
                                cpu, paranoid);

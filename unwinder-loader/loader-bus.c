@@ -169,10 +169,10 @@ static int method_open_kernel_modules(sd_bus_message *m, void *userdata, sd_bus_
 static int method_list_bpf_programs(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         _cleanup_free_ EpBpfFunc *funcs = NULL;
         sd_bus_message *reply = NULL;
+        Loader *l = userdata;
         size_t n = 0;
         int r;
 
-        Loader *l = userdata;
         r = check_symbolizer(m, userdata, error, "list BPF programs");
         if (r < 0)
                 return r;

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "log.h"
 #include "loader.h"
+#include "sysctl.h"
 
 /* Samples also wake the loader when EP_BPF_WAKEUP_BYTES are waiting or a process is new, and
  * Collector1.Flush drains first (Loader1.Drain): the timer only bounds how stale a quiet
@@ -212,12 +213,11 @@ static uint64_t physical_memory(void) {
 }
 
 static uint32_t pid_max(void) {
-        _cleanup_fclose_ FILE *f = fopen("/proc/sys/kernel/pid_max", "re");
-        unsigned v = 0;
+        long v;
 
-        if (!f || fscanf(f, "%u", &v) != 1 || v == 0)
+        if (ep_sysctl_int("kernel/pid_max", &v) < 0 || v <= 0 || v > UINT32_MAX)
                 return 32768;
-        return v;
+        return (uint32_t) v;
 }
 
 /* CLOCK_REALTIME - CLOCK_BOOTTIME, read between two BOOTTIME readings to halve the error. */

@@ -8,6 +8,7 @@
 #include "hashmap.h"
 #include "log.h"
 #include "sha256.h"
+#include "sysctl.h"
 #include "tests.h"
 #include "utf8.h"
 #include "wire-buf.h"
@@ -331,6 +332,20 @@ static void test_sanitize_text(void) {
         check_sanitized("", true, "", 0);
 }
 
+/* A setting as /proc/sys has it, and the errors of one that is not there or not a number. */
+static void test_sysctl(void) {
+        char text[64] = {};
+        long v = -1;
+
+        FILE *f = fopen("/proc/sys/kernel/pid_max", "re");
+        ASSERT_TRUE(f && fgets(text, sizeof text, f));
+        fclose(f);
+        ASSERT_OK(ep_sysctl_int("kernel/pid_max", &v));
+        ASSERT_EQ(v, strtol(text, NULL, 10));
+        ASSERT_EQ(ep_sysctl_int("kernel/no_such_setting", &v), -ENOENT);
+        ASSERT_EQ(ep_sysctl_int("kernel/ostype", &v), -EBADMSG); /* "Linux" */
+}
+
 int main(void) {
         test_utf8();
         test_sanitize_text();
@@ -342,5 +357,6 @@ int main(void) {
         test_file_id_of_a_user_file();
         test_sha256();
         test_parse();
+        test_sysctl();
         return tests_summary("common");
 }

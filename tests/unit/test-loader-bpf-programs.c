@@ -27,16 +27,13 @@
 
 static EpBpfLister *lister;
 
-static int load_tiny(uint32_t *ret_id) {
-        const struct bpf_insn insns[] = {
-                { .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
-                { .code = BPF_JMP | BPF_EXIT },
-        };
+/* Loads a socket filter named name; its fd, and its ID in *ret_id. */
+static int load_program(const char *name, const struct bpf_insn *insns, size_t n, uint32_t *ret_id) {
         struct bpf_prog_info info = {};
         uint32_t len = sizeof info;
         int fd, r;
 
-        fd = bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, "ep_tiny", "GPL", insns, ELEMENTSOF(insns), NULL);
+        fd = bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, name, "GPL", insns, n, NULL);
         if (fd < 0)
                 return fd;
         r = bpf_obj_get_info_by_fd(fd, &info, &len);
@@ -46,6 +43,15 @@ static int load_tiny(uint32_t *ret_id) {
         }
         *ret_id = info.id;
         return fd;
+}
+
+/* r0 = 0, exit. */
+static int load_tiny(uint32_t *ret_id) {
+        const struct bpf_insn insns[] = {
+                { .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+                { .code = BPF_JMP | BPF_EXIT },
+        };
+        return load_program("ep_tiny", insns, ELEMENTSOF(insns), ret_id);
 }
 
 /* The kallsyms name at addr, if any. */
@@ -132,20 +138,7 @@ static int load_with_subprogram(uint32_t *ret_id) {
                 { .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
                 { .code = BPF_JMP | BPF_EXIT },
         };
-        struct bpf_prog_info info = {};
-        uint32_t len = sizeof info;
-        int fd, r;
-
-        fd = bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, "ep_two", "GPL", insns, ELEMENTSOF(insns), NULL);
-        if (fd < 0)
-                return fd;
-        r = bpf_obj_get_info_by_fd(fd, &info, &len);
-        if (r < 0) {
-                close(fd);
-                return r;
-        }
-        *ret_id = info.id;
-        return fd;
+        return load_program("ep_two", insns, ELEMENTSOF(insns), ret_id);
 }
 
 /* What the kernel reports of the program itself, function by function, is what is listed. */

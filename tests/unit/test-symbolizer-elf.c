@@ -19,10 +19,7 @@
 
 #define MAX_NAMES 16
 
-static struct {
-        char name[64];
-        uint64_t offset;
-} offsets[MAX_NAMES];
+static TestOffset offsets[MAX_NAMES];
 static size_t n_offsets;
 
 static uint64_t offset_of(const char *name) {
@@ -33,17 +30,7 @@ static uint64_t offset_of(const char *name) {
 }
 
 static void read_offsets(const char *target) {
-        char cmd[4096], line[256];
-
-        snprintf(cmd, sizeof cmd, "'%s' offsets", target);
-        FILE *p = popen(cmd, "r");
-        CHECK(p);
-        while (fgets(line, sizeof line, p) && n_offsets < MAX_NAMES) {
-                unsigned long long off;
-                if (sscanf(line, "%63s %llu", offsets[n_offsets].name, &off) == 2)
-                        offsets[n_offsets++].offset = off;
-        }
-        pclose(p);
+        n_offsets = test_target_offsets(target, offsets, MAX_NAMES);
         CHECK_INT(n_offsets, 8);
 }
 

@@ -26,24 +26,11 @@
 #define MAX_NAMES 16
 #define BAD_FILE_ID 7 /* the file a misbehaving worker misbehaves on */
 
-static struct {
-        char name[64];
-        uint64_t offset;
-} offsets[MAX_NAMES];
+static TestOffset offsets[MAX_NAMES];
 static size_t n_offsets;
 
 static void read_offsets(const char *target) {
-        char cmd[4096], line[256];
-
-        snprintf(cmd, sizeof cmd, "'%s' offsets", target);
-        FILE *p = popen(cmd, "r");
-        CHECK(p);
-        while (fgets(line, sizeof line, p) && n_offsets < MAX_NAMES) {
-                unsigned long long off;
-                if (sscanf(line, "%63s %llu", offsets[n_offsets].name, &off) == 2)
-                        offsets[n_offsets++].offset = off;
-        }
-        pclose(p);
+        n_offsets = test_target_offsets(target, offsets, MAX_NAMES);
         CHECK_INT(n_offsets, 8);
 }
 
@@ -99,18 +86,6 @@ static const EpSymResult *sym(Setup *s, uint8_t file, uint64_t addr, uint8_t fla
         return res;
 }
 
-static void check_same_result(const EpSymResult *a, const EpSymResult *b) {
-        CHECK_INT(a->status, b->status);
-        CHECK_U64(a->elf_addr, b->elf_addr);
-        CHECK_STR(a->module, b->module);
-        CHECK_INT(a->n_lines, b->n_lines);
-        for (uint16_t i = 0; i < a->n_lines; i++) {
-                CHECK_STR(a->lines[i].function, b->lines[i].function);
-                CHECK_STR(a->lines[i].file, b->lines[i].file);
-                CHECK_INT(a->lines[i].line, b->lines[i].line);
-        }
-}
-
 /* Every answer through the worker is the resolver's own: functions (exact and return
  * addresses), an offset past the text, a file that is not ELF, one that is missing, build IDs. */
 static void check_same_answers(void) {
@@ -124,12 +99,12 @@ static void check_same_answers(void) {
                         uint64_t addr = offsets[i].offset + (flags ? 1 : 0);
                         const EpSymResult *mine = sym(&here, 1, addr, flags);
                         CHECK_INT(mine->status, EP_SYM_OK);
-                        check_same_result(mine, sym(&there, 1, addr, flags));
+                        test_check_same_result(mine, sym(&there, 1, addr, flags));
                 }
-        check_same_result(sym(&here, 1, UINT64_C(1) << 40, 0), sym(&there, 1, UINT64_C(1) << 40, 0));
-        check_same_result(sym(&here, 2, offsets[0].offset, 0), sym(&there, 2, offsets[0].offset, 0));
+        test_check_same_result(sym(&here, 1, UINT64_C(1) << 40, 0), sym(&there, 1, UINT64_C(1) << 40, 0));
+        test_check_same_result(sym(&here, 2, offsets[0].offset, 0), sym(&there, 2, offsets[0].offset, 0));
         CHECK_INT(sym(&there, 2, offsets[0].offset, 0)->status, EP_SYM_BAD_FILE);
-        check_same_result(sym(&here, 3, offsets[0].offset, 0), sym(&there, 3, offsets[0].offset, 0));
+        test_check_same_result(sym(&here, 3, offsets[0].offset, 0), sym(&there, 3, offsets[0].offset, 0));
         CHECK_INT(sym(&there, 3, offsets[0].offset, 0)->status, EP_SYM_NO_FILE);
 
         CHECK_INT(ep_resolver_file_info(here.resolver, (uint8_t[EP_FILE_ID_SIZE]) { 1 }, &a), 0);

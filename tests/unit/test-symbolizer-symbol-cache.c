@@ -71,18 +71,6 @@ static void make_inline_result(EpSymResult *res, uint64_t elf_addr) {
         res->n_lines = 3;
 }
 
-static void check_same(const EpSymResult *a, const EpSymResult *b) {
-        CHECK_INT(a->status, b->status);
-        CHECK_U64(a->elf_addr, b->elf_addr);
-        CHECK_STR(a->module, b->module);
-        CHECK_INT(a->n_lines, b->n_lines);
-        for (uint16_t i = 0; i < a->n_lines; i++) {
-                CHECK_STR(a->lines[i].function, b->lines[i].function);
-                CHECK_STR(a->lines[i].file, b->lines[i].file);
-                CHECK_INT(a->lines[i].line, b->lines[i].line);
-        }
-}
-
 static void test_round_trip(void) {
         _cleanup_(ep_sym_result_done) EpSymResult in = {}, none = {}, out = {};
         EpSymbolCache *c;
@@ -102,7 +90,7 @@ static void test_round_trip(void) {
         CHECK_INT(info_of(c).entries, 2);
 
         CHECK_INT(ep_symbol_cache_get(c, FILE_A, 0x1234, EP_FRAME_FLAG_RETURN_ADDRESS, &out), 0);
-        check_same(&out, &in);
+        test_check_same_result(&out, &in);
         ep_sym_result_done(&out);
         /* The return-address flag is part of the key; other flags are not. */
         CHECK_INT(ep_symbol_cache_get(c, FILE_A, 0x1234, 0, &out), -ENOENT);
@@ -118,10 +106,10 @@ static void test_round_trip(void) {
         CHECK_INT(info_of(c).entries, 2);
         CHECK_INT(info_of(c).rebuilds, 0);
         CHECK_INT(ep_symbol_cache_get(c, FILE_A, 0x1234, EP_FRAME_FLAG_RETURN_ADDRESS, &out), 0);
-        check_same(&out, &in);
+        test_check_same_result(&out, &in);
         ep_sym_result_done(&out);
         CHECK_INT(ep_symbol_cache_get(c, FILE_A, 0x5000, 0, &out), 0);
-        check_same(&out, &none);
+        test_check_same_result(&out, &none);
         ep_symbol_cache_free(c);
 }
 
